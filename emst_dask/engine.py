@@ -1,0 +1,199 @@
+"""The single-tree Borůvka EMST, written once against a kernel set.
+
+The control flow, the invariants and the phase names follow the paper
+(Prokopenko, Sao, Lebrun-Grandié, ICPP 2022) and ArborX:
+
+1. ``construct_bvh``: Morton codes, stable sort, radix-tree hierarchy, boxes.
+2. ``compute_core_distances`` (mutual reachability only): k-NN on the tree.
+3. Borůvka iterations until one component is left, each made of
+   ``reduce_labels``, ``compute_upper_bounds``,
+   ``find_component_outgoing_edges``, ``reduce_component_minima`` and
+   ``merge_components``.
+
+A kernel set (``emst_dask.kernels``) supplies the array module and one
+function per phase; the CPU (numba) and CUDA (CuPy) sets differ in how they
+compute a phase, never in what it means.  Everything is squared distance
+internally; the square root is taken once on output.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+#: the largest supported dimension (64-bit Morton codes: at least 7 bits/axis)
+MAX_DIM = 8
+
+
+@dataclass
+class Timers:
+    """Named wall-clock timers per phase (seconds), ArborX style.
+
+    ``sync`` is called before reading the clock so that asynchronous device
+    work is attributed to the phase that launched it.  When ``enabled`` is
+    False no synchronisation happens at all.
+    """
+
+    sync: Callable[[], None] = lambda: None
+    enabled: bool = True
+    seconds: dict[str, float] = field(default_factory=dict)
+    _t0: float = 0.0
+
+    def start(self) -> None:
+        if self.enabled:
+            self.sync()
+            self._t0 = time.perf_counter()
+
+    def stop(self, name: str) -> None:
+        if self.enabled:
+            self.sync()
+            t = time.perf_counter()
+            self.seconds[name] = self.seconds.get(name, 0.0) + t - self._t0
+            self._t0 = t
+
+
+@dataclass
+class BoruvkaResult:
+    """Raw engine output, in the kernel set's array module.
+
+    source, target : (n-1,) int64, input rows.
+    weight2 : (n-1,) float, squared weights in the *scaled* frame.
+    core2 : (n,) float or None, squared core distances in input-row order.
+    scale : float, the power of two the coordinates were multiplied by.
+    """
+
+    source: Any
+    target: Any
+    weight2: Any
+    core2: Any
+    scale: float
+    iterations: int
+    components: list
+    timings: dict
+
+
+def exact_scale(lo: np.ndarray, hi: np.ndarray, dtype) -> float:
+    """A power of two bringing the cloud's extent near 1, or 1.0.
+
+    Multiplying by a power of two is exact in binary floating point, so
+    distances computed on the scaled cloud, divided back by the same factor,
+    are bit-identical to unscaled ones wherever those would neither overflow
+    nor underflow.  Squared distances overflow float32 past about 1e19 and
+    lose precision to subnormals below about 1e-19; this keeps them safe.
+    """
+    finfo = np.finfo(dtype)
+    ext = float(np.max(hi - lo)) if lo.size else 0.0
+    big = float(max(np.max(np.abs(lo)), np.max(np.abs(hi)))) if lo.size else 0.0
+    if ext == 0.0 or not math.isfinite(ext):
+        return 1.0
+    # keep |x|^2 * d and ext^2 comfortably inside the normal range
+    limit_hi = math.sqrt(float(finfo.max)) / 64.0
+    limit_lo = math.sqrt(float(finfo.tiny)) * 2.0**20
+    if big < limit_hi and ext > limit_lo:
+        return 1.0
+    e = -math.frexp(ext)[1]
+    # never push the largest coordinate into overflow
+    e = min(e, int(math.floor(math.log2(limit_hi / big))) if big > 0 else e)
+    return math.ldexp(1.0, e)
+
+
+def construct_bvh(K, points, timers: Timers):
+    """Morton codes, stable sort and the radix tree with its boxes.
+
+    Returns the kernel set's BVH object, whose ``points`` are in tree order
+    and whose ``orig`` (int64) maps tree positions to input rows.
+    """
+    xp = K.xp
+    n, d = points.shape
+    timers.start()
+    lo = K.to_host(points.min(axis=0)).astype(np.float64)
+    hi = K.to_host(points.max(axis=0)).astype(np.float64)
+    bits = 63 // d
+    ext = hi - lo
+    with np.errstate(divide="ignore"):
+        scale = np.where(ext > 0, (2.0**bits) / np.where(ext > 0, ext, 1.0), 0.0)
+    codes = K.morton_codes(points, lo, scale, bits)
+    timers.stop("morton_codes")
+    perm = K.sort_by_code(codes)
+    codes = codes[perm]
+    timers.stop("sort")
+    bvh = K.build_bvh(points, codes, perm)
+    timers.stop("build_hierarchy")
+    del codes
+    return bvh
+
+
+def boruvka(K, points, min_samples: int = 1, *, progress=None,
+            timers: Timers | None = None) -> BoruvkaResult:
+    """Exact (mutual-reachability) MST of ``points`` with kernel set ``K``.
+
+    Parameters
+    ----------
+    K : kernel set (``emst_dask.kernels.get_kernels``).
+    points : (n, d) float32/float64 array of ``K.xp``, validated, finite.
+    min_samples : int, k_pts of HDBSCAN*, counting the point itself.
+    progress : callable(phase: str, **info) or None.
+    """
+    xp = K.xp
+    n, d = points.shape
+    timers = timers or Timers(sync=K.synchronize)
+    dtype = points.dtype
+    if n <= 1:
+        e = xp.zeros(0, np.int64)
+        core2 = xp.zeros(n, dtype) if min_samples > 1 else None
+        return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 1.0, 0, [n], {})
+
+    lo = K.to_host(points.min(axis=0)).astype(np.float64)
+    hi = K.to_host(points.max(axis=0)).astype(np.float64)
+    scale = exact_scale(lo, hi, dtype)
+    if scale != 1.0:
+        points = points * dtype.type(scale)
+
+    bvh = construct_bvh(K, points, timers)
+    mrd = min_samples > 1
+    if mrd:
+        timers.start()
+        core2 = K.compute_core_distances(bvh, min_samples)
+        timers.stop("compute_core_distances")
+        if progress:
+            progress("core_distances", k=min_samples)
+    else:
+        core2 = xp.zeros(n, dtype)
+
+    state = K.init_boruvka(bvh, core2, mrd)
+    n_edges = 0
+    iterations = 0
+    components = [n]
+    while n_edges < n - 1:
+        timers.start()
+        K.reduce_labels(bvh, state)
+        timers.stop("reduce_labels")
+        K.compute_upper_bounds(bvh, state)
+        timers.stop("compute_upper_bounds")
+        K.find_component_outgoing_edges(bvh, state)
+        timers.stop("find_component_outgoing_edges")
+        K.reduce_component_minima(bvh, state)
+        timers.stop("reduce_component_minima")
+        new_edges = K.merge_components(bvh, state)
+        timers.stop("merge_components")
+        if new_edges <= n_edges:
+            raise RuntimeError(
+                f"Boruvka made no progress at iteration {iterations} "
+                f"({n - n_edges} components); this is a bug, please report it")
+        n_edges = new_edges
+        iterations += 1
+        components.append(n - n_edges)
+        if progress:
+            progress("iteration", iteration=iterations, components=n - n_edges)
+
+    src, dst, w2 = K.finalize_edges(bvh, state)
+    if mrd:
+        core_out = xp.empty_like(core2)
+        core_out[bvh.orig] = core2
+    else:
+        core_out = None
+    return BoruvkaResult(src, dst, w2, core_out, scale, iterations, components,
+                         dict(timers.seconds))

@@ -1,0 +1,46 @@
+"""Kernel sets: one per backend, each one function per phase of the paper.
+
+``get_kernels("cpu")`` gives the numba set; ``get_kernels("cuda")`` the CuPy
+set (needs a GPU and the ``cuda`` extra).  ``available_backends()`` tells
+which can run here.
+"""
+from __future__ import annotations
+
+import functools
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """True when CuPy imports and sees at least one GPU."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def get_kernels(backend: str):
+    """The kernel set of ``backend`` ("cpu" or "cuda")."""
+    if backend == "cpu":
+        from .cpu_set import CpuKernels
+
+        return CpuKernels
+    if backend == "cuda":
+        if not cuda_available():
+            raise RuntimeError(
+                "backend='cuda' needs CuPy and a visible GPU; install the 'cuda' "
+                "extra (pip install 'emst-dask[cuda]') or use backend='cpu'")
+        from .cuda_set import CudaKernels
+
+        return CudaKernels
+    raise ValueError(f"unknown backend {backend!r}: expected 'auto', 'cpu' or 'cuda'")
+
+
+def resolve_backend(backend: str, points=None) -> str:
+    """Turn "auto" into "cuda" or "cpu" (CuPy input always means "cuda")."""
+    if backend != "auto":
+        return backend
+    if points is not None and type(points).__module__.startswith("cupy"):
+        return "cuda"
+    return "cuda" if cuda_available() else "cpu"

@@ -1,0 +1,619 @@
+"""Numba CPU kernels of the single-tree Borůvka EMST.
+
+Each public function is one phase of the paper's algorithm.  All arrays live
+in *tree order* (points sorted by Morton code); ``orig`` maps a tree position
+to its input row and is the only thing the tie order looks at.
+
+Conventions shared by every kernel here and by the CUDA kernels:
+
+* distances are **squared** (``w = |x_i - x_j|^2``, or for mutual
+  reachability ``max(core2_i, core2_j, |x_i - x_j|^2)``); the square root is
+  taken once, on output.  Squaring is monotone, so the MST is the same.
+* an edge compares by ``(w, min(orig_i, orig_j), max(orig_i, orig_j))``.  For
+  a fixed query point ``i`` this reduces to ``(w, orig_j)``, which is what
+  the searches use.
+* child ids are *unified*: ``c < n`` is leaf (point) ``c``; ``c >= n`` is
+  internal node ``c - n``.  Internal node 0 is the root.
+
+The CPU has no cheap atomics, so the formulations avoid them: the radix tree
+is built top-down (every internal node independently, Karras 2012), bottom-up
+passes run over a precomputed children-before-parents order, label reduction
+is a prefix count of label changes along the curve, and racy minimum updates
+of a component's shared radius are allowed because every value written is the
+weight of a real outgoing edge (a stale value is only a looser bound).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_U1 = np.uint64(1)
+_U0 = np.uint64(0)
+
+# Searches process points in blocks of this many consecutive tree positions,
+# so each block reuses one stack and walks nearby parts of the tree.
+BLOCK = 256
+STACK = 256  # > 64 Morton levels + 64 index levels for duplicates, with margin
+
+
+# --------------------------------------------------------------------------
+# LBVH construction
+# --------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _clz64(x):
+    """Count leading zeros of a nonzero uint64."""
+    n = 0
+    if (x >> np.uint64(32)) == _U0:
+        n += 32
+        x = x << np.uint64(32)
+    if (x >> np.uint64(48)) == _U0:
+        n += 16
+        x = x << np.uint64(16)
+    if (x >> np.uint64(56)) == _U0:
+        n += 8
+        x = x << np.uint64(8)
+    if (x >> np.uint64(60)) == _U0:
+        n += 4
+        x = x << np.uint64(4)
+    if (x >> np.uint64(62)) == _U0:
+        n += 2
+        x = x << np.uint64(2)
+    if (x >> np.uint64(63)) == _U0:
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _delta(codes, i, j, n):
+    """Common-prefix length of the augmented keys (code, position)."""
+    if j < 0 or j >= n:
+        return -1
+    a = codes[i]
+    b = codes[j]
+    if a == b:
+        # equal codes (duplicates): fall back to the position bits
+        return 64 + _clz64(np.uint64(i ^ j))
+    return _clz64(a ^ b)
+
+
+@njit(parallel=True, cache=True)
+def build_hierarchy(codes, left, right, first, last, parent):
+    """Binary radix tree over sorted Morton codes (Karras 2012, top-down).
+
+    Parameters
+    ----------
+    codes : (n,) uint64, sorted ascending.
+    left, right : (n-1,) int64 out, unified child ids.
+    first, last : (n-1,) int64 out, the leaf range of each internal node.
+    parent : (2n-1,) int64 out, unified parent (internal index + n); -1 root.
+    """
+    n = codes.shape[0]
+    parent[n] = -1
+    for i in prange(n - 1):
+        dl = _delta(codes, i, i - 1, n)
+        dr = _delta(codes, i, i + 1, n)
+        d = 1 if dr > dl else -1
+        dmin = dl if d == 1 else dr
+        lmax = 2
+        while _delta(codes, i, i + lmax * d, n) > dmin:
+            lmax *= 2
+        ln = 0
+        t = lmax // 2
+        while t >= 1:
+            if _delta(codes, i, i + (ln + t) * d, n) > dmin:
+                ln += t
+            t //= 2
+        j = i + ln * d
+        dnode = _delta(codes, i, j, n)
+        s = 0
+        div = 2
+        while True:
+            t = (ln + div - 1) // div
+            if _delta(codes, i, i + (s + t) * d, n) > dnode:
+                s += t
+            if t <= 1:
+                break
+            div *= 2
+        gamma = i + s * d + min(d, 0)
+        lo = min(i, j)
+        hi = max(i, j)
+        first[i] = lo
+        last[i] = hi
+        lc = gamma if lo == gamma else gamma + n
+        rc = gamma + 1 if hi == gamma + 1 else gamma + 1 + n
+        left[i] = lc
+        right[i] = rc
+        parent[lc] = i + n
+        parent[rc] = i + n
+
+
+@njit(cache=True)
+def bottom_up_order(first, last):
+    """Internal nodes sorted by leaf-range size: children come before parents.
+
+    Returns (n-1,) int64.  A counting sort, O(n).
+    """
+    m = first.shape[0]
+    n = m + 1
+    counts = np.zeros(n + 1, np.int64)
+    for k in range(m):
+        counts[last[k] - first[k] + 1] += 1
+    start = np.zeros(n + 2, np.int64)
+    for s in range(n + 1):
+        start[s + 1] = start[s] + counts[s]
+    order = np.empty(m, np.int64)
+    for k in range(m):
+        s = last[k] - first[k]
+        order[start[s + 1]] = k
+        start[s + 1] += 1
+    return order
+
+
+@njit(cache=True)
+def compute_bounding_boxes(points, orig, left, right, order, lo, hi, min_orig):
+    """Bounding box and smallest input row of every internal node.
+
+    ``min_orig`` lets a search prune a subtree that is exactly at the cutoff
+    distance but can only offer larger tie keys (duplicate points).
+    """
+    n, d = points.shape
+    for t in range(order.shape[0]):
+        k = order[t]
+        a = left[k]
+        b = right[k]
+        for c in (a, b):
+            if c < n:
+                for q in range(d):
+                    v = points[c, q]
+                    if c == a:
+                        lo[k, q] = v
+                        hi[k, q] = v
+                    else:
+                        lo[k, q] = min(lo[k, q], v)
+                        hi[k, q] = max(hi[k, q], v)
+            else:
+                ci = c - n
+                for q in range(d):
+                    if c == a:
+                        lo[k, q] = lo[ci, q]
+                        hi[k, q] = hi[ci, q]
+                    else:
+                        lo[k, q] = min(lo[k, q], lo[ci, q])
+                        hi[k, q] = max(hi[k, q], hi[ci, q])
+        ma = orig[a] if a < n else min_orig[a - n]
+        mb = orig[b] if b < n else min_orig[b - n]
+        min_orig[k] = min(ma, mb)
+
+
+# --------------------------------------------------------------------------
+# distances
+# --------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _dist2(points, i, j):
+    d = points.shape[1]
+    s = points[i, 0] - points[j, 0]
+    s = s * s
+    for q in range(1, d):
+        t = points[i, q] - points[j, q]
+        s += t * t
+    return s
+
+
+@njit(cache=True, inline="always")
+def _box_dist2(points, i, lo, hi, k):
+    d = points.shape[1]
+    s = points[i, 0] - points[i, 0]  # zero of the points' dtype
+    for q in range(d):
+        x = points[i, q]
+        a = lo[k, q]
+        b = hi[k, q]
+        if x < a:
+            t = a - x
+            s += t * t
+        elif x > b:
+            t = x - b
+            s += t * t
+    return s
+
+
+# --------------------------------------------------------------------------
+# k nearest neighbours (core distances)
+# --------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _heap_insert(kd, ko, kj, m, k, w, o, j):
+    """Insert (w, o, j) into the sorted arrays kd/ko/kj holding m entries."""
+    if m == k:
+        if w > kd[k - 1] or (w == kd[k - 1] and o > ko[k - 1]):
+            return m
+        p = k - 1
+    else:
+        p = m
+        m += 1
+    while p > 0 and (kd[p - 1] > w or (kd[p - 1] == w and ko[p - 1] > o)):
+        kd[p] = kd[p - 1]
+        ko[p] = ko[p - 1]
+        kj[p] = kj[p - 1]
+        p -= 1
+    kd[p] = w
+    ko[p] = o
+    kj[p] = j
+    return m
+
+
+@njit(parallel=True, cache=True)
+def k_nearest_neighbours(points, orig, left, right, first, last, lo, hi, min_orig,
+                         k, leaf_size, out_d2, out_j):
+    """The k nearest *other* points of every point, under the order (d2, orig).
+
+    Parameters
+    ----------
+    out_d2 : (n, k) float out, squared distances ascending.
+    out_j : (n, k) int64 out, tree positions of the neighbours.
+    """
+    n = points.shape[0]
+    nblocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        st_node = np.empty(STACK, np.int64)
+        st_dist = np.empty(STACK, points.dtype)
+        kd = np.empty(k, points.dtype)
+        ko = np.empty(k, np.int64)
+        kj = np.empty(k, np.int64)
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            m = 0
+            sp = 1
+            st_node[0] = 0
+            st_dist[0] = _box_dist2(points, i, lo, hi, 0)
+            while sp > 0:
+                sp -= 1
+                node = st_node[sp]
+                nd = st_dist[sp]
+                if m == k and (nd > kd[k - 1] or (nd == kd[k - 1] and min_orig[node] > ko[k - 1])):
+                    continue
+                if last[node] - first[node] < leaf_size:
+                    for j in range(first[node], last[node] + 1):
+                        if j != i:
+                            m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j), orig[j], j)
+                    continue
+                a = left[node]
+                c = right[node]
+                da = kd[0]
+                dc = kd[0]
+                pa = False
+                pc = False
+                if a < n:
+                    if a != i:
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, a), orig[a], a)
+                else:
+                    da = _box_dist2(points, i, lo, hi, a - n)
+                    pa = True
+                if c < n:
+                    if c != i:
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c), orig[c], c)
+                else:
+                    dc = _box_dist2(points, i, lo, hi, c - n)
+                    pc = True
+                # push the farther child first so the nearer one is popped first
+                if pa and pc:
+                    if da <= dc:
+                        st_node[sp] = c - n
+                        st_dist[sp] = dc
+                        st_node[sp + 1] = a - n
+                        st_dist[sp + 1] = da
+                    else:
+                        st_node[sp] = a - n
+                        st_dist[sp] = da
+                        st_node[sp + 1] = c - n
+                        st_dist[sp + 1] = dc
+                    sp += 2
+                elif pa:
+                    st_node[sp] = a - n
+                    st_dist[sp] = da
+                    sp += 1
+                elif pc:
+                    st_node[sp] = c - n
+                    st_dist[sp] = dc
+                    sp += 1
+            for q in range(k):
+                out_d2[i, q] = kd[q]
+                out_j[i, q] = kj[q]
+
+
+# --------------------------------------------------------------------------
+# Borůvka phases
+# --------------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def reduce_labels(labels, first, last, node_labels, breaks):
+    """Label of every internal node: the common label of its leaves, or -1.
+
+    A node is single-component iff no label changes inside its leaf range,
+    i.e. iff the prefix count of label changes along the curve is equal at
+    both ends of the range.  ``breaks`` is (n,) int64 scratch.
+    """
+    n = labels.shape[0]
+    breaks[0] = 0
+    for i in prange(1, n):
+        breaks[i] = 1 if labels[i] != labels[i - 1] else 0
+    # prefix sum (sequential; cheap next to the search)
+    for i in range(1, n):
+        breaks[i] += breaks[i - 1]
+    for k in prange(n - 1):
+        a = first[k]
+        node_labels[k] = labels[a] if breaks[last[k]] == breaks[a] else -1
+
+
+@njit(cache=True, inline="always")
+def _metric(points, core2, mrd, i, j):
+    w = _dist2(points, i, j)
+    if mrd:
+        if core2[i] > w:
+            w = core2[i]
+        if core2[j] > w:
+            w = core2[j]
+    return w
+
+
+@njit(parallel=True, cache=True)
+def compute_upper_bounds(points, labels, core2, mrd, radii):
+    """Morton-neighbour upper bounds on each component's shortest edge.
+
+    For consecutive tree positions in different components, their distance
+    bounds both components' shortest outgoing edge from above.  ``radii`` must
+    hold +inf on entry.  Racy minimum: every candidate is a real edge weight,
+    so a lost update only leaves a looser (still valid) bound.
+    """
+    n = points.shape[0]
+    for i in prange(n - 1):
+        a = labels[i]
+        b = labels[i + 1]
+        if a != b:
+            w = _metric(points, core2, mrd, i, i + 1)
+            if w < radii[a]:
+                radii[a] = w
+            if w < radii[b]:
+                radii[b] = w
+
+
+@njit(cache=True, inline="always")
+def _better(w, o, bw, bo):
+    return w < bw or (w == bw and o < bo)
+
+
+@njit(parallel=True, cache=True)
+def find_component_outgoing_edges(points, orig, labels, node_labels, left, right, first,
+                                  last, lo, hi, min_orig, core2, mrd, radii, lower,
+                                  leaf_size, cand_w, cand_j, inf):
+    """Every point's nearest point in another component (the paper's search).
+
+    Points whose lower bound already exceeds their component's radius are
+    skipped.  Subtrees whose leaves all share the query's component are
+    skipped.  Each point leaves its best ``(cand_w[i], cand_j[i])`` (or
+    ``cand_j[i] = -1``) and lowers its component's shared radius.
+
+    ``lower[i]`` is updated to a lower bound on i's nearest-foreign distance
+    that stays valid after components merge.
+    """
+    n = points.shape[0]
+    nblocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        st_node = np.empty(STACK, np.int64)
+        st_dist = np.empty(STACK, points.dtype)
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            C = labels[i]
+            cand_j[i] = -1
+            cand_w[i] = inf
+            if lower[i] > radii[C]:
+                continue
+            ci = core2[i]
+            bw = inf
+            bo = -1
+            bj = -1
+            sp = 1
+            st_node[0] = 0
+            st_dist[0] = _box_dist2(points, i, lo, hi, 0)
+            while sp > 0:
+                sp -= 1
+                node = st_node[sp]
+                nd = st_dist[sp]
+                if mrd and ci > nd:
+                    nd = ci
+                r = radii[C]
+                if bw < r:
+                    r = bw
+                if nd > r or (nd == bw and min_orig[node] > bo):
+                    continue
+                if last[node] - first[node] < leaf_size:
+                    for j in range(first[node], last[node] + 1):
+                        if labels[j] != C:
+                            w = _metric(points, core2, mrd, i, j)
+                            if _better(w, orig[j], bw, bo):
+                                bw = w
+                                bo = orig[j]
+                                bj = j
+                    continue
+                a = left[node]
+                c = right[node]
+                r = radii[C]
+                if bw < r:
+                    r = bw
+                da = r
+                dc = r
+                pa = False
+                pc = False
+                if a < n:
+                    if labels[a] != C:
+                        w = _metric(points, core2, mrd, i, a)
+                        if _better(w, orig[a], bw, bo):
+                            bw = w
+                            bo = orig[a]
+                            bj = a
+                            if bw < r:
+                                r = bw
+                elif node_labels[a - n] != C:
+                    da = _box_dist2(points, i, lo, hi, a - n)
+                    if mrd and ci > da:
+                        da = ci
+                    pa = da <= r
+                if c < n:
+                    if labels[c] != C:
+                        w = _metric(points, core2, mrd, i, c)
+                        if _better(w, orig[c], bw, bo):
+                            bw = w
+                            bo = orig[c]
+                            bj = c
+                            if bw < r:
+                                r = bw
+                elif node_labels[c - n] != C:
+                    dc = _box_dist2(points, i, lo, hi, c - n)
+                    if mrd and ci > dc:
+                        dc = ci
+                    pc = dc <= r
+                if pa and pc:
+                    if da <= dc:
+                        st_node[sp] = c - n
+                        st_dist[sp] = dc
+                        st_node[sp + 1] = a - n
+                        st_dist[sp + 1] = da
+                    else:
+                        st_node[sp] = a - n
+                        st_dist[sp] = da
+                        st_node[sp + 1] = c - n
+                        st_dist[sp + 1] = dc
+                    sp += 2
+                elif pa:
+                    st_node[sp] = a - n
+                    st_dist[sp] = da
+                    sp += 1
+                elif pc:
+                    st_node[sp] = c - n
+                    st_dist[sp] = dc
+                    sp += 1
+            # Nothing foreign lies closer than min(best found, final cutoff):
+            # every pruned subtree was beyond the cutoff at the time.
+            r = radii[C]
+            lb = bw if bw < r else r
+            if lb > lower[i]:
+                lower[i] = lb
+            if bj >= 0:
+                cand_w[i] = bw
+                cand_j[i] = bj
+                if bw < radii[C]:
+                    radii[C] = bw
+
+
+@njit(cache=True)
+def reduce_component_minima(orig, labels, cand_w, cand_j, comp_w, comp_src, comp_dst):
+    """Each component's shortest outgoing edge under (w, min orig, max orig).
+
+    comp_* are indexed by component id (a tree position); comp_src must hold
+    -1 on entry.  Sequential: one cheap pass, and it keeps the result
+    independent of thread scheduling.
+    """
+    n = labels.shape[0]
+    for i in range(n):
+        j = cand_j[i]
+        if j < 0:
+            continue
+        C = labels[i]
+        w = cand_w[i]
+        a = min(orig[i], orig[j])
+        b = max(orig[i], orig[j])
+        s = comp_src[C]
+        if s >= 0:
+            cw = comp_w[C]
+            if w > cw:
+                continue
+            if w == cw:
+                ca = min(orig[s], orig[comp_dst[C]])
+                cb = max(orig[s], orig[comp_dst[C]])
+                if a > ca or (a == ca and b >= cb):
+                    continue
+        comp_w[C] = w
+        comp_src[C] = i
+        comp_dst[C] = j
+
+
+@njit(cache=True)
+def _find_root(nxt, c):
+    r = c
+    while nxt[r] != r:
+        r = nxt[r]
+    while nxt[c] != r:  # path compression
+        t = nxt[c]
+        nxt[c] = r
+        c = t
+    return r
+
+
+@njit(cache=True)
+def merge_components(labels, comp_w, comp_src, comp_dst, lower,
+                     edge_src, edge_dst, edge_w, n_edges):
+    """Add every component's chosen edge and relabel points to the new roots.
+
+    Under a strict total order the chosen edges form a forest whose only
+    cycles are 2-cycles over one shared edge; the smaller component of such a
+    mutual pair becomes the root and its duplicate edge is dropped.
+    Returns the new number of edges.
+    """
+    n = labels.shape[0]
+    nxt = np.arange(n)
+    for C in range(n):
+        s = comp_src[C]
+        if s < 0 or labels[C] != C:
+            continue
+        D = labels[comp_dst[C]]
+        back = labels[comp_dst[D]] if comp_src[D] >= 0 else -1
+        if back == C and C < D:
+            continue  # mutual pair: C is the root, D adds the shared edge
+        nxt[C] = D
+        edge_src[n_edges] = s
+        edge_dst[n_edges] = comp_dst[C]
+        edge_w[n_edges] = comp_w[C]
+        n_edges += 1
+    for C in range(n):
+        if comp_src[C] >= 0 and labels[C] == C:
+            _find_root(nxt, C)
+    _relabel(labels, nxt, comp_w, lower)
+    return n_edges
+
+
+@njit(parallel=True, cache=True)
+def _relabel(labels, nxt, comp_w, lower):
+    n = labels.shape[0]
+    for i in prange(n):
+        C = labels[i]
+        # every point of C is at least C's shortest edge away from anything foreign
+        w = comp_w[C]
+        if w > lower[i]:
+            lower[i] = w
+        labels[i] = nxt[nxt[C]]
+
+
+# --------------------------------------------------------------------------
+# Morton codes
+# --------------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def morton_codes(points, lo, scale, bits, codes):
+    """64-bit Morton codes: ``bits`` bits per axis, axis 0 most significant.
+
+    Parameters
+    ----------
+    points : (n, d) float.
+    lo : (d,) float64, the scene box's lower corner.
+    scale : (d,) float64, ``2**bits / extent`` (0 for an axis of zero
+        extent, so a flat cloud never divides by zero).
+    codes : (n,) uint64 out.
+    """
+    n, d = points.shape
+    top = (1 << bits) - 1
+    nblocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        q = np.empty(d, np.int64)
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            code = _U0
+            for a in range(d):
+                v = int((np.float64(points[i, a]) - lo[a]) * scale[a])
+                q[a] = min(max(v, 0), top)
+            for level in range(bits - 1, -1, -1):
+                for a in range(d):
+                    code = (code << _U1) | np.uint64((q[a] >> level) & 1)
+            codes[i] = code

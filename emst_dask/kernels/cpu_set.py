@@ -1,0 +1,129 @@
+"""The CPU kernel set: numpy arrays, numba kernels (``cpu.py``)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from . import cpu
+
+#: subtrees of at most this many points are scanned point by point: on a CPU
+#: a short linear scan beats descending the last levels of a binary tree
+LEAF_SIZE = 8
+
+
+class CpuKernels:
+    """Kernel set of the numba CPU backend (see ``emst_dask.engine``)."""
+
+    name = "cpu"
+    xp = np
+
+    @staticmethod
+    def synchronize() -> None:
+        pass
+
+    @staticmethod
+    def to_host(a):
+        return np.asarray(a)
+
+    @staticmethod
+    def morton_codes(points, lo, scale, bits):
+        codes = np.empty(points.shape[0], np.uint64)
+        cpu.morton_codes(points, lo, scale, bits, codes)
+        return codes
+
+    @staticmethod
+    def sort_by_code(codes):
+        # stable: equal codes keep input order, so a run of duplicate points
+        # is sorted by input row and ``min_orig`` pruning stays effective
+        return np.argsort(codes, kind="stable")
+
+    @staticmethod
+    def build_bvh(points, codes, perm):
+        n, d = points.shape
+        pts = np.ascontiguousarray(points[perm])
+        m = n - 1
+        left = np.empty(m, np.int64)
+        right = np.empty(m, np.int64)
+        first = np.empty(m, np.int64)
+        last = np.empty(m, np.int64)
+        parent = np.empty(2 * n - 1, np.int64)
+        cpu.build_hierarchy(codes, left, right, first, last, parent)
+        order = cpu.bottom_up_order(first, last)
+        lo = np.empty((m, d), pts.dtype)
+        hi = np.empty((m, d), pts.dtype)
+        min_orig = np.empty(m, np.int64)
+        orig = perm.astype(np.int64, copy=False)
+        cpu.compute_bounding_boxes(pts, orig, left, right, order, lo, hi, min_orig)
+        return SimpleNamespace(points=pts, orig=orig, left=left, right=right,
+                               first=first, last=last, lo=lo, hi=hi,
+                               min_orig=min_orig, n=n, d=d)
+
+    @staticmethod
+    def k_nearest_neighbours(bvh, k):
+        """(n, k) squared distances and tree positions of the k nearest others."""
+        n = bvh.n
+        d2 = np.empty((n, k), bvh.points.dtype)
+        j = np.empty((n, k), np.int64)
+        cpu.k_nearest_neighbours(bvh.points, bvh.orig, bvh.left, bvh.right, bvh.first,
+                                 bvh.last, bvh.lo, bvh.hi, bvh.min_orig, k, LEAF_SIZE,
+                                 d2, j)
+        return d2, j
+
+    @classmethod
+    def compute_core_distances(cls, bvh, min_samples):
+        # k_pts counts the point itself: the (k_pts - 1)-th other neighbour
+        d2, _ = cls.k_nearest_neighbours(bvh, min_samples - 1)
+        return np.ascontiguousarray(d2[:, -1])
+
+    @staticmethod
+    def init_boruvka(bvh, core2, mrd):
+        n = bvh.n
+        dt = bvh.points.dtype
+        return SimpleNamespace(
+            core2=core2, mrd=mrd, inf=dt.type(np.inf),
+            labels=np.arange(n, dtype=np.int64),
+            node_labels=np.empty(n - 1, np.int64),
+            breaks=np.empty(n, np.int64),
+            radii=np.empty(n, dt),
+            lower=np.zeros(n, dt),
+            cand_w=np.empty(n, dt), cand_j=np.empty(n, np.int64),
+            comp_w=np.empty(n, dt), comp_src=np.empty(n, np.int64),
+            comp_dst=np.empty(n, np.int64),
+            edge_src=np.empty(n - 1, np.int64), edge_dst=np.empty(n - 1, np.int64),
+            edge_w=np.empty(n - 1, dt), n_edges=0)
+
+    @staticmethod
+    def reduce_labels(bvh, s):
+        cpu.reduce_labels(s.labels, bvh.first, bvh.last, s.node_labels, s.breaks)
+
+    @staticmethod
+    def compute_upper_bounds(bvh, s):
+        s.radii.fill(s.inf)
+        cpu.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii)
+
+    @staticmethod
+    def find_component_outgoing_edges(bvh, s):
+        cpu.find_component_outgoing_edges(
+            bvh.points, bvh.orig, s.labels, s.node_labels, bvh.left, bvh.right,
+            bvh.first, bvh.last, bvh.lo, bvh.hi, bvh.min_orig, s.core2, s.mrd,
+            s.radii, s.lower, LEAF_SIZE, s.cand_w, s.cand_j, s.inf)
+
+    @staticmethod
+    def reduce_component_minima(bvh, s):
+        s.comp_src.fill(-1)
+        s.comp_w.fill(s.inf)
+        cpu.reduce_component_minima(bvh.orig, s.labels, s.cand_w, s.cand_j,
+                                    s.comp_w, s.comp_src, s.comp_dst)
+
+    @staticmethod
+    def merge_components(bvh, s):
+        s.n_edges = cpu.merge_components(s.labels, s.comp_w, s.comp_src, s.comp_dst,
+                                         s.lower, s.edge_src, s.edge_dst, s.edge_w,
+                                         s.n_edges)
+        return s.n_edges
+
+    @staticmethod
+    def finalize_edges(bvh, s):
+        m = s.n_edges
+        return (bvh.orig[s.edge_src[:m]], bvh.orig[s.edge_dst[:m]], s.edge_w[:m].copy())

@@ -1,0 +1,82 @@
+"""The spanning tree a call returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def _to_numpy(a):
+    if a is None or isinstance(a, np.ndarray):
+        return a
+    return a.get()  # cupy
+
+
+@dataclass
+class SpanningTree:
+    """A (mutual-reachability) Euclidean minimum spanning tree.
+
+    Attributes
+    ----------
+    source, target : (n-1,) int64, rows of the input (input order).
+    weight : (n-1,) float32 or float64 (the input's float type), edge lengths;
+        under mutual reachability ``max(core_u, core_v, |x_u - x_v|)``.
+    core_distances : (n,) float or None, the distance from each point to its
+        ``min_samples``-th nearest neighbour counting itself (None when
+        ``min_samples == 1``).
+    n_points, n_dims, min_samples : the problem.
+    backend : "cpu" or "cuda"; the arrays are numpy or cupy accordingly.
+    iterations : number of Borůvka iterations.
+    components : component count before each iteration and at the end.
+    timings : seconds per named phase.
+    """
+
+    source: Any
+    target: Any
+    weight: Any
+    core_distances: Any
+    n_points: int
+    n_dims: int
+    min_samples: int = 1
+    backend: str = "cpu"
+    iterations: int = 0
+    components: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def total_weight(self) -> float:
+        """Sum of the edge weights, accumulated in float64."""
+        return float(self.weight.astype(np.float64).sum()) if len(self.weight) else 0.0
+
+    @property
+    def n_edges(self) -> int:
+        return int(len(self.source))
+
+    def to_numpy(self) -> np.ndarray:
+        """(n-1, 3) float64 array of (source, target, weight) on the host."""
+        out = np.empty((self.n_edges, 3), np.float64)
+        out[:, 0] = _to_numpy(self.source)
+        out[:, 1] = _to_numpy(self.target)
+        out[:, 2] = _to_numpy(self.weight)
+        return out
+
+    def sorted_by_weight(self) -> "SpanningTree":
+        """The same tree with edges ordered by (weight, source, target)."""
+        xp = np if isinstance(self.weight, np.ndarray) else _cupy()
+        order = xp.lexsort(xp.stack([self.target, self.source, self.weight]))
+        return SpanningTree(self.source[order], self.target[order], self.weight[order],
+                            self.core_distances, self.n_points, self.n_dims,
+                            self.min_samples, self.backend, self.iterations,
+                            self.components, self.timings)
+
+    def __repr__(self) -> str:
+        return (f"SpanningTree(n_points={self.n_points}, n_dims={self.n_dims}, "
+                f"min_samples={self.min_samples}, n_edges={self.n_edges}, "
+                f"total_weight={self.total_weight!r}, backend={self.backend!r})")
+
+
+def _cupy():
+    import cupy
+
+    return cupy
