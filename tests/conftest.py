@@ -9,10 +9,19 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/oracle.py as ``oracle``
 
 from emst_dask.kernels import cuda_available  # noqa: E402
+
+# hypothesis: 40 examples per property in CI (a few seconds each); set
+# HYPOTHESIS_PROFILE=thorough for a long bug hunt
+_common = dict(deadline=None, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("default", max_examples=40, **_common)
+settings.register_profile("thorough", max_examples=3000, **_common)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 #: every backend the exactness suite runs on; "cuda" only where a GPU is
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -14,7 +14,7 @@ import itertools
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from emst_dask import SpanningTree, emst
@@ -105,8 +105,6 @@ def clouds(draw, max_n=48, max_d=5):
 ALL_TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-140}
 
 
-@settings(max_examples=50, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(pts=clouds())
 def test_property_small_clouds(backend, pts):
     big = float(np.abs(pts).max()) if pts.size else 0.0
@@ -126,8 +124,6 @@ def test_property_small_clouds(backend, pts):
             assert zero >= dup_edges
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(n=st.integers(2, 40), d=st.integers(1, 4), seed=st.integers(0, 2**32 - 1),
        dtype=st.sampled_from(FLOATS))
 def test_property_integer_grid_tie_order(backend, n, d, seed, dtype):
