@@ -163,7 +163,9 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
     else:
         core2 = xp.zeros(n, dtype)
 
+    timers.start()
     state = K.init_boruvka(bvh, core2, mrd)
+    timers.stop("init_boruvka")
     n_edges = 0
     iterations = 0
     components = [n]

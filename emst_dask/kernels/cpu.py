@@ -77,14 +77,15 @@ def _delta(codes, i, j, n):
 
 
 @njit(parallel=True, cache=True)
-def build_hierarchy(codes, left, right, first, last, parent):
+def build_hierarchy(codes, nodes, parent):
     """Binary radix tree over sorted Morton codes (Karras 2012, top-down).
 
     Parameters
     ----------
     codes : (n,) uint64, sorted ascending.
-    left, right : (n-1,) int64 out, unified child ids.
-    first, last : (n-1,) int64 out, the leaf range of each internal node.
+    nodes : (n-1, 4) int64 out: left child, right child (unified ids), first
+        and last leaf of the node's range.  One row per node keeps a visit to
+        one cache line.
     parent : (2n-1,) int64 out, unified parent (internal index + n); -1 root.
     """
     n = codes.shape[0]
@@ -117,69 +118,66 @@ def build_hierarchy(codes, left, right, first, last, parent):
         gamma = i + s * d + min(d, 0)
         lo = min(i, j)
         hi = max(i, j)
-        first[i] = lo
-        last[i] = hi
+        nodes[i, 2] = lo
+        nodes[i, 3] = hi
         lc = gamma if lo == gamma else gamma + n
         rc = gamma + 1 if hi == gamma + 1 else gamma + 1 + n
-        left[i] = lc
-        right[i] = rc
+        nodes[i, 0] = lc
+        nodes[i, 1] = rc
         parent[lc] = i + n
         parent[rc] = i + n
 
 
 @njit(cache=True)
-def bottom_up_order(first, last):
+def bottom_up_order(nodes):
     """Internal nodes sorted by leaf-range size: children come before parents.
 
     Returns (n-1,) int64.  A counting sort, O(n).
     """
-    m = first.shape[0]
+    m = nodes.shape[0]
     n = m + 1
     counts = np.zeros(n + 1, np.int64)
     for k in range(m):
-        counts[last[k] - first[k] + 1] += 1
+        counts[nodes[k, 3] - nodes[k, 2] + 1] += 1
     start = np.zeros(n + 2, np.int64)
     for s in range(n + 1):
         start[s + 1] = start[s] + counts[s]
     order = np.empty(m, np.int64)
     for k in range(m):
-        s = last[k] - first[k]
+        s = nodes[k, 3] - nodes[k, 2]
         order[start[s + 1]] = k
         start[s + 1] += 1
     return order
 
 
 @njit(cache=True)
-def compute_bounding_boxes(points, orig, left, right, order, lo, hi, min_orig):
+def compute_bounding_boxes(points, orig, nodes, order, box, min_orig):
     """Bounding box and smallest input row of every internal node.
 
-    ``min_orig`` lets a search prune a subtree that is exactly at the cutoff
-    distance but can only offer larger tie keys (duplicate points).
+    ``box`` is (n-1, 2d): lower corner then upper corner.  ``min_orig`` lets
+    a search prune a subtree that is exactly at the cutoff distance but can
+    only offer larger tie keys (duplicate points).
     """
     n, d = points.shape
     for t in range(order.shape[0]):
         k = order[t]
-        a = left[k]
-        b = right[k]
-        for c in (a, b):
-            if c < n:
-                for q in range(d):
-                    v = points[c, q]
-                    if c == a:
-                        lo[k, q] = v
-                        hi[k, q] = v
-                    else:
-                        lo[k, q] = min(lo[k, q], v)
-                        hi[k, q] = max(hi[k, q], v)
+        a = nodes[k, 0]
+        b = nodes[k, 1]
+        for q in range(d):
+            if a < n:
+                l0 = points[a, q]
+                h0 = l0
             else:
-                ci = c - n
-                for q in range(d):
-                    if c == a:
-                        lo[k, q] = lo[ci, q]
-                        hi[k, q] = hi[ci, q]
-                    else:
-                        lo[k, q] = min(lo[k, q], lo[ci, q])
-                        hi[k, q] = max(hi[k, q], hi[ci, q])
+                l0 = box[a - n, q]
+                h0 = box[a - n, d + q]
+            if b < n:
+                l1 = points[b, q]
+                h1 = l1
+            else:
+                l1 = box[b - n, q]
+                h1 = box[b - n, d + q]
+            box[k, q] = min(l0, l1)
+            box[k, d + q] = max(h0, h1)
         ma = orig[a] if a < n else min_orig[a - n]
         mb = orig[b] if b < n else min_orig[b - n]
         min_orig[k] = min(ma, mb)
@@ -200,13 +198,13 @@ def _dist2(points, i, j):
 
 
 @njit(cache=True, inline="always")
-def _box_dist2(points, i, lo, hi, k):
+def _box_dist2(points, i, box, k):
     d = points.shape[1]
     s = points[i, 0] - points[i, 0]  # zero of the points' dtype
     for q in range(d):
         x = points[i, q]
-        a = lo[k, q]
-        b = hi[k, q]
+        a = box[k, q]
+        b = box[k, d + q]
         if x < a:
             t = a - x
             s += t * t
@@ -241,7 +239,7 @@ def _heap_insert(kd, ko, kj, m, k, w, o, j):
 
 
 @njit(parallel=True, cache=True)
-def k_nearest_neighbours(points, orig, left, right, first, last, lo, hi, min_orig,
+def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                          k, leaf_size, out_d2, out_j):
     """The k nearest *other* points of every point, under the order (d2, orig).
 
@@ -259,54 +257,61 @@ def k_nearest_neighbours(points, orig, left, right, first, last, lo, hi, min_ori
         ko = np.empty(k, np.int64)
         kj = np.empty(k, np.int64)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            # seed with the neighbours along the curve: usually close, so the
+            # k-th distance starts small and the descent prunes early
             m = 0
+            a = max(0, min(i - k // 2, n - 1 - k))
+            z = min(n - 1, a + k)
+            for j in range(a, z + 1):
+                if j != i:
+                    m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j), orig[j], j)
             sp = 1
             st_node[0] = 0
-            st_dist[0] = _box_dist2(points, i, lo, hi, 0)
+            st_dist[0] = _box_dist2(points, i, box, 0)
             while sp > 0:
                 sp -= 1
                 node = st_node[sp]
                 nd = st_dist[sp]
                 if m == k and (nd > kd[k - 1] or (nd == kd[k - 1] and min_orig[node] > ko[k - 1])):
                     continue
-                if last[node] - first[node] < leaf_size:
-                    for j in range(first[node], last[node] + 1):
-                        if j != i:
+                if nodes[node, 3] - nodes[node, 2] < leaf_size:
+                    for j in range(nodes[node, 2], nodes[node, 3] + 1):
+                        if j < a or j > z:  # seeded already (i included)
                             m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j), orig[j], j)
                     continue
-                a = left[node]
-                c = right[node]
+                ca = nodes[node, 0]
+                c = nodes[node, 1]
                 da = kd[0]
                 dc = kd[0]
                 pa = False
                 pc = False
-                if a < n:
-                    if a != i:
-                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, a), orig[a], a)
+                if ca < n:
+                    if ca < a or ca > z:
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, ca), orig[ca], ca)
                 else:
-                    da = _box_dist2(points, i, lo, hi, a - n)
-                    pa = True
+                    da = _box_dist2(points, i, box, ca - n)
+                    pa = m < k or da <= kd[k - 1]
                 if c < n:
-                    if c != i:
+                    if c < a or c > z:
                         m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c), orig[c], c)
                 else:
-                    dc = _box_dist2(points, i, lo, hi, c - n)
-                    pc = True
+                    dc = _box_dist2(points, i, box, c - n)
+                    pc = m < k or dc <= kd[k - 1]
                 # push the farther child first so the nearer one is popped first
                 if pa and pc:
                     if da <= dc:
                         st_node[sp] = c - n
                         st_dist[sp] = dc
-                        st_node[sp + 1] = a - n
+                        st_node[sp + 1] = ca - n
                         st_dist[sp + 1] = da
                     else:
-                        st_node[sp] = a - n
+                        st_node[sp] = ca - n
                         st_dist[sp] = da
                         st_node[sp + 1] = c - n
                         st_dist[sp + 1] = dc
                     sp += 2
                 elif pa:
-                    st_node[sp] = a - n
+                    st_node[sp] = ca - n
                     st_dist[sp] = da
                     sp += 1
                 elif pc:
@@ -322,7 +327,7 @@ def k_nearest_neighbours(points, orig, left, right, first, last, lo, hi, min_ori
 # Borůvka phases
 # --------------------------------------------------------------------------
 @njit(parallel=True, cache=True)
-def reduce_labels(labels, first, last, node_labels, breaks):
+def reduce_labels(labels, nodes, node_labels, breaks):
     """Label of every internal node: the common label of its leaves, or -1.
 
     A node is single-component iff no label changes inside its leaf range,
@@ -337,8 +342,8 @@ def reduce_labels(labels, first, last, node_labels, breaks):
     for i in range(1, n):
         breaks[i] += breaks[i - 1]
     for k in prange(n - 1):
-        a = first[k]
-        node_labels[k] = labels[a] if breaks[last[k]] == breaks[a] else -1
+        a = nodes[k, 2]
+        node_labels[k] = labels[a] if breaks[nodes[k, 3]] == breaks[a] else -1
 
 
 @njit(cache=True, inline="always")
@@ -379,10 +384,14 @@ def _better(w, o, bw, bo):
 
 
 @njit(parallel=True, cache=True)
-def find_component_outgoing_edges(points, orig, labels, node_labels, left, right, first,
-                                  last, lo, hi, min_orig, core2, mrd, radii, lower,
-                                  leaf_size, cand_w, cand_j, inf):
+def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
+                                  min_orig, core2, mrd, radii, lower,
+                                  leaf_size, resolved, cand_w, cand_j):
     """Every point's nearest point in another component (the paper's search).
+
+    Points with ``resolved[i]`` set already hold their exact answer (from
+    ``resolve_from_neighbour_lists``); the others start from the candidate
+    in ``cand_w``/``cand_j`` (``cand_j = -1`` for none).
 
     Points whose lower bound already exceeds their component's radius are
     skipped.  Subtrees whose leaves all share the query's component are
@@ -398,18 +407,19 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, left, right
         st_node = np.empty(STACK, np.int64)
         st_dist = np.empty(STACK, points.dtype)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            if resolved[i]:
+                continue
             C = labels[i]
-            cand_j[i] = -1
-            cand_w[i] = inf
             if lower[i] > radii[C]:
                 continue
             ci = core2[i]
-            bw = inf
-            bo = -1
-            bj = -1
+            # start from the neighbour-list candidate, if any
+            bw = cand_w[i]
+            bj = cand_j[i]
+            bo = orig[bj] if bj >= 0 else -1
             sp = 1
             st_node[0] = 0
-            st_dist[0] = _box_dist2(points, i, lo, hi, 0)
+            st_dist[0] = _box_dist2(points, i, box, 0)
             while sp > 0:
                 sp -= 1
                 node = st_node[sp]
@@ -421,8 +431,8 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, left, right
                     r = bw
                 if nd > r or (nd == bw and min_orig[node] > bo):
                     continue
-                if last[node] - first[node] < leaf_size:
-                    for j in range(first[node], last[node] + 1):
+                if nodes[node, 3] - nodes[node, 2] < leaf_size:
+                    for j in range(nodes[node, 2], nodes[node, 3] + 1):
                         if labels[j] != C:
                             w = _metric(points, core2, mrd, i, j)
                             if _better(w, orig[j], bw, bo):
@@ -430,8 +440,8 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, left, right
                                 bo = orig[j]
                                 bj = j
                     continue
-                a = left[node]
-                c = right[node]
+                a = nodes[node, 0]
+                c = nodes[node, 1]
                 r = radii[C]
                 if bw < r:
                     r = bw
@@ -449,7 +459,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, left, right
                             if bw < r:
                                 r = bw
                 elif node_labels[a - n] != C:
-                    da = _box_dist2(points, i, lo, hi, a - n)
+                    da = _box_dist2(points, i, box, a - n)
                     if mrd and ci > da:
                         da = ci
                     pa = da <= r
@@ -463,7 +473,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, left, right
                             if bw < r:
                                 r = bw
                 elif node_labels[c - n] != C:
-                    dc = _box_dist2(points, i, lo, hi, c - n)
+                    dc = _box_dist2(points, i, box, c - n)
                     if mrd and ci > dc:
                         dc = ci
                     pc = dc <= r
@@ -498,6 +508,52 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, left, right
                 cand_j[i] = bj
                 if bw < radii[C]:
                     radii[C] = bw
+
+
+@njit(parallel=True, cache=True)
+def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j,
+                                 radii, lower, resolved, cand_w, cand_j, inf):
+    """Answer the search from each point's k nearest neighbours where exact.
+
+    ``knn_*`` (n, k) list the k nearest other points under the order
+    (d2, orig), so any point not listed is at least ``knn_d2[i, -1]`` away.
+    Euclidean: the first listed point of another component is exactly the
+    nearest foreign point.  Mutual reachability: the best listed foreign
+    point is exact if its weight is below ``max(core2_i, knn_d2[i, -1])``,
+    the least weight an unlisted point can have; otherwise it seeds the
+    search.  Early Borůvka iterations need no tree search at all this way.
+    """
+    n = points.shape[0]
+    k = knn_j.shape[1]
+    for i in prange(n):
+        C = labels[i]
+        bound = knn_d2[i, k - 1]
+        if mrd and core2[i] > bound:
+            bound = core2[i]
+        bw = inf
+        bj = -1
+        bo = -1
+        for q in range(k):
+            j = knn_j[i, q]
+            if labels[j] != C:
+                if not mrd:
+                    bw = knn_d2[i, q]
+                    bj = j
+                    break
+                w = _metric(points, core2, mrd, i, j)
+                if _better(w, orig[j], bw, bo):
+                    bw = w
+                    bj = j
+                    bo = orig[j]
+        cand_w[i] = bw
+        cand_j[i] = bj
+        done = bj >= 0 and (not mrd or bw < bound)
+        resolved[i] = done
+        lb = bw if done else (bound if bw > bound else bw)
+        if lb > lower[i]:
+            lower[i] = lb
+        if bj >= 0 and bw < radii[C]:
+            radii[C] = bw
 
 
 @njit(cache=True)
@@ -591,6 +647,32 @@ def _relabel(labels, nxt, comp_w, lower):
 # --------------------------------------------------------------------------
 # Morton codes
 # --------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _spread_bits(v, d, bits):
+    """Put bit l of ``v`` at bit l*d (magic-number forms for d = 2 and 3)."""
+    x = np.uint64(v)
+    if d == 3:
+        x &= np.uint64(0x1FFFFF)
+        x = (x | (x << np.uint64(32))) & np.uint64(0x1F00000000FFFF)
+        x = (x | (x << np.uint64(16))) & np.uint64(0x1F0000FF0000FF)
+        x = (x | (x << np.uint64(8))) & np.uint64(0x100F00F00F00F00F)
+        x = (x | (x << np.uint64(4))) & np.uint64(0x10C30C30C30C30C3)
+        x = (x | (x << np.uint64(2))) & np.uint64(0x1249249249249249)
+        return x
+    if d == 2:
+        x &= np.uint64(0x7FFFFFFF)
+        x = (x | (x << np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+        x = (x | (x << np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+        x = (x | (x << np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+        x = (x | (x << np.uint64(2))) & np.uint64(0x3333333333333333)
+        x = (x | (x << np.uint64(1))) & np.uint64(0x5555555555555555)
+        return x
+    r = _U0
+    for level in range(bits):
+        r |= ((x >> np.uint64(level)) & _U1) << np.uint64(level * d)
+    return r
+
+
 @njit(parallel=True, cache=True)
 def morton_codes(points, lo, scale, bits, codes):
     """64-bit Morton codes: ``bits`` bits per axis, axis 0 most significant.
@@ -605,15 +687,46 @@ def morton_codes(points, lo, scale, bits, codes):
     """
     n, d = points.shape
     top = (1 << bits) - 1
-    nblocks = (n + BLOCK - 1) // BLOCK
-    for b in prange(nblocks):
-        q = np.empty(d, np.int64)
-        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
-            code = _U0
-            for a in range(d):
-                v = int((np.float64(points[i, a]) - lo[a]) * scale[a])
-                q[a] = min(max(v, 0), top)
-            for level in range(bits - 1, -1, -1):
-                for a in range(d):
-                    code = (code << _U1) | np.uint64((q[a] >> level) & 1)
-            codes[i] = code
+    for i in prange(n):
+        code = _U0
+        for a in range(d):
+            v = int((np.float64(points[i, a]) - lo[a]) * scale[a])
+            v = min(max(v, 0), top)
+            code |= _spread_bits(v, d, bits) << np.uint64(d - 1 - a)
+        codes[i] = code
+
+
+@njit(cache=True)
+def radix_argsort(codes, key_bits):
+    """Stable argsort of uint64 keys below ``2**key_bits`` (LSD radix, 11 bits).
+
+    Equal keys keep their input order, which is what duplicate points need.
+    Returns (n,) int64.
+    """
+    n = codes.shape[0]
+    perm = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    keys = codes.copy()
+    ktmp = np.empty(n, np.uint64)
+    radix = 11
+    mask = np.uint64((1 << radix) - 1)
+    shift = 0
+    count = np.empty((1 << radix) + 1, np.int64)
+    while shift < key_bits:
+        sh = np.uint64(shift)
+        count[:] = 0
+        for i in range(n):
+            count[((keys[i] >> sh) & mask) + np.uint64(1)] += 1
+        if count.max() < n:  # skip digits every key shares
+            for b in range(1 << radix):
+                count[b + 1] += count[b]
+            for i in range(n):
+                b = (keys[i] >> sh) & mask
+                p = count[b]
+                count[b] = p + 1
+                ktmp[p] = keys[i]
+                tmp[p] = perm[i]
+            keys, ktmp = ktmp, keys
+            perm, tmp = tmp, perm
+        shift += radix
+    return perm

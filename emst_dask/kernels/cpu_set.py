@@ -10,6 +10,9 @@ from . import cpu
 #: subtrees of at most this many points are scanned point by point: on a CPU
 #: a short linear scan beats descending the last levels of a binary tree
 LEAF_SIZE = 8
+#: neighbours listed per point up front; they answer the early iterations'
+#: searches exactly (most points' nearest foreign point is among them)
+NEIGHBOUR_LIST = 8
 
 
 class CpuKernels:
@@ -36,27 +39,22 @@ class CpuKernels:
     def sort_by_code(codes):
         # stable: equal codes keep input order, so a run of duplicate points
         # is sorted by input row and ``min_orig`` pruning stays effective
-        return np.argsort(codes, kind="stable")
+        return cpu.radix_argsort(codes, 64)
 
     @staticmethod
     def build_bvh(points, codes, perm):
         n, d = points.shape
         pts = np.ascontiguousarray(points[perm])
         m = n - 1
-        left = np.empty(m, np.int64)
-        right = np.empty(m, np.int64)
-        first = np.empty(m, np.int64)
-        last = np.empty(m, np.int64)
+        nodes = np.empty((m, 4), np.int64)
         parent = np.empty(2 * n - 1, np.int64)
-        cpu.build_hierarchy(codes, left, right, first, last, parent)
-        order = cpu.bottom_up_order(first, last)
-        lo = np.empty((m, d), pts.dtype)
-        hi = np.empty((m, d), pts.dtype)
+        cpu.build_hierarchy(codes, nodes, parent)
+        order = cpu.bottom_up_order(nodes)
+        box = np.empty((m, 2 * d), pts.dtype)
         min_orig = np.empty(m, np.int64)
         orig = perm.astype(np.int64, copy=False)
-        cpu.compute_bounding_boxes(pts, orig, left, right, order, lo, hi, min_orig)
-        return SimpleNamespace(points=pts, orig=orig, left=left, right=right,
-                               first=first, last=last, lo=lo, hi=hi,
+        cpu.compute_bounding_boxes(pts, orig, nodes, order, box, min_orig)
+        return SimpleNamespace(points=pts, orig=orig, nodes=nodes, box=box,
                                min_orig=min_orig, n=n, d=d)
 
     @staticmethod
@@ -65,22 +63,27 @@ class CpuKernels:
         n = bvh.n
         d2 = np.empty((n, k), bvh.points.dtype)
         j = np.empty((n, k), np.int64)
-        cpu.k_nearest_neighbours(bvh.points, bvh.orig, bvh.left, bvh.right, bvh.first,
-                                 bvh.last, bvh.lo, bvh.hi, bvh.min_orig, k, LEAF_SIZE,
-                                 d2, j)
+        cpu.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
+                                 k, LEAF_SIZE, d2, j)
         return d2, j
 
     @classmethod
     def compute_core_distances(cls, bvh, min_samples):
-        # k_pts counts the point itself: the (k_pts - 1)-th other neighbour
-        d2, _ = cls.k_nearest_neighbours(bvh, min_samples - 1)
-        return np.ascontiguousarray(d2[:, -1])
+        # k_pts counts the point itself: the (k_pts - 1)-th other neighbour.
+        # The lists are kept: they also answer the first Borůvka searches.
+        k = min(max(min_samples - 1, NEIGHBOUR_LIST), bvh.n - 1)
+        bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(bvh, k)
+        return np.ascontiguousarray(bvh.knn_d2[:, min_samples - 2])
 
-    @staticmethod
-    def init_boruvka(bvh, core2, mrd):
+    @classmethod
+    def init_boruvka(cls, bvh, core2, mrd):
         n = bvh.n
         dt = bvh.points.dtype
+        if getattr(bvh, "knn_j", None) is None:
+            bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(
+                bvh, min(NEIGHBOUR_LIST, n - 1))
         return SimpleNamespace(
+            resolved=np.empty(n, np.bool_),
             core2=core2, mrd=mrd, inf=dt.type(np.inf),
             labels=np.arange(n, dtype=np.int64),
             node_labels=np.empty(n - 1, np.int64),
@@ -95,7 +98,7 @@ class CpuKernels:
 
     @staticmethod
     def reduce_labels(bvh, s):
-        cpu.reduce_labels(s.labels, bvh.first, bvh.last, s.node_labels, s.breaks)
+        cpu.reduce_labels(s.labels, bvh.nodes, s.node_labels, s.breaks)
 
     @staticmethod
     def compute_upper_bounds(bvh, s):
@@ -104,10 +107,13 @@ class CpuKernels:
 
     @staticmethod
     def find_component_outgoing_edges(bvh, s):
+        cpu.resolve_from_neighbour_lists(
+            bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
+            s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf)
         cpu.find_component_outgoing_edges(
-            bvh.points, bvh.orig, s.labels, s.node_labels, bvh.left, bvh.right,
-            bvh.first, bvh.last, bvh.lo, bvh.hi, bvh.min_orig, s.core2, s.mrd,
-            s.radii, s.lower, LEAF_SIZE, s.cand_w, s.cand_j, s.inf)
+            bvh.points, bvh.orig, s.labels, s.node_labels, bvh.nodes, bvh.box,
+            bvh.min_orig, s.core2, s.mrd,
+            s.radii, s.lower, LEAF_SIZE, s.resolved, s.cand_w, s.cand_j)
 
     @staticmethod
     def reduce_component_minima(bvh, s):
