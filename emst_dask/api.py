@@ -49,11 +49,17 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         pts = pts.get()
     res = engine.boruvka(K, pts, k, progress=progress)
     xp = K.xp
-    dt = pts.dtype.type
-    inv = dt(1.0 / res.scale)
-    weight = xp.sqrt(res.weight2) * inv
-    core = None if res.core2 is None else xp.sqrt(res.core2) * inv
-    tree = SpanningTree(res.source, res.target, weight.astype(pts.dtype, copy=False),
+    weight = _unscale(xp, res.weight2, res.exponent, pts.dtype)
+    core = None if res.core2 is None else _unscale(xp, res.core2, res.exponent, pts.dtype)
+    tree = SpanningTree(res.source, res.target, weight,
                         core, n, d, k, name, res.iterations, res.components,
                         res.timings)
     return tree.sorted_by_weight() if sort_by_weight else tree
+
+
+def _unscale(xp, w2, exponent, dtype):
+    """sqrt of squared weights, back in input units (exact power-of-two scaling)."""
+    w = xp.sqrt(w2)
+    if exponent:
+        w = xp.ldexp(w, -exponent)
+    return w.astype(dtype, copy=False)

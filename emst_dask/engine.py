@@ -62,42 +62,47 @@ class BoruvkaResult:
     source, target : (n-1,) int64, input rows.
     weight2 : (n-1,) float, squared weights in the *scaled* frame.
     core2 : (n,) float or None, squared core distances in input-row order.
-    scale : float, the power of two the coordinates were multiplied by.
+    exponent : int, the coordinates were multiplied by ``2**exponent``.
     """
 
     source: Any
     target: Any
     weight2: Any
     core2: Any
-    scale: float
+    exponent: int
     iterations: int
     components: list
     timings: dict
 
 
-def exact_scale(lo: np.ndarray, hi: np.ndarray, dtype) -> float:
-    """A power of two bringing the cloud's extent near 1, or 1.0.
+def exact_scale(lo: np.ndarray, hi: np.ndarray, dtype) -> int:
+    """Exponent ``e`` such that the cloud times ``2**e`` is safe to square.
 
     Multiplying by a power of two is exact in binary floating point, so
-    distances computed on the scaled cloud, divided back by the same factor,
-    are bit-identical to unscaled ones wherever those would neither overflow
-    nor underflow.  Squared distances overflow float32 past about 1e19 and
-    lose precision to subnormals below about 1e-19; this keeps them safe.
+    distances computed on the scaled cloud and scaled back by ``2**-e`` are
+    bit-identical to unscaled ones wherever those neither overflow nor
+    underflow.  Squared distances overflow float32 past about 1e19 and float64
+    past about 1e154, and lose precision to subnormals at the other end; this
+    brings the extent near 1 when the cloud is outside that window, never
+    pushing its largest coordinate out of range.  Returns 0 when no scaling
+    is needed.
     """
     finfo = np.finfo(dtype)
-    ext = float(np.max(hi - lo)) if lo.size else 0.0
-    big = float(max(np.max(np.abs(lo)), np.max(np.abs(hi)))) if lo.size else 0.0
-    if ext == 0.0 or not math.isfinite(ext):
-        return 1.0
-    # keep |x|^2 * d and ext^2 comfortably inside the normal range
-    limit_hi = math.sqrt(float(finfo.max)) / 64.0
-    limit_lo = math.sqrt(float(finfo.tiny)) * 2.0**20
-    if big < limit_hi and ext > limit_lo:
-        return 1.0
-    e = -math.frexp(ext)[1]
-    # never push the largest coordinate into overflow
-    e = min(e, int(math.floor(math.log2(limit_hi / big))) if big > 0 else e)
-    return math.ldexp(1.0, e)
+    if lo.size == 0:
+        return 0
+    ext = float(np.max(hi - lo))
+    big = float(max(np.max(np.abs(lo)), np.max(np.abs(hi))))
+    if ext == 0.0 or big == 0.0:
+        return 0
+    # room for d <= 8 squared terms below the largest finite value ...
+    top = math.frexp(math.sqrt(float(finfo.max)))[1] - 3
+    # ... and squared extents well inside the normal range
+    bottom = math.frexp(math.sqrt(float(finfo.tiny)))[1] + 12
+    e_ext = math.frexp(ext)[1]
+    e_big = math.frexp(big)[1]
+    if e_big <= top and e_ext >= bottom:
+        return 0
+    return min(-e_ext, top - e_big)
 
 
 def construct_bvh(K, points, timers: Timers):
@@ -144,13 +149,14 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
     if n <= 1:
         e = xp.zeros(0, np.int64)
         core2 = xp.zeros(n, dtype) if min_samples > 1 else None
-        return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 1.0, 0, [n], {})
+        return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 0, 0, [n], {})
 
     lo = K.to_host(points.min(axis=0)).astype(np.float64)
     hi = K.to_host(points.max(axis=0)).astype(np.float64)
-    scale = exact_scale(lo, hi, dtype)
-    if scale != 1.0:
-        points = points * dtype.type(scale)
+    exponent = exact_scale(lo, hi, dtype)
+    if exponent:
+        # ldexp is exact, subnormal float32 inputs included
+        points = xp.ldexp(points, exponent).astype(dtype, copy=False)
 
     bvh = construct_bvh(K, points, timers)
     mrd = min_samples > 1
@@ -197,5 +203,5 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
         core_out[bvh.orig] = core2
     else:
         core_out = None
-    return BoruvkaResult(src, dst, w2, core_out, scale, iterations, components,
+    return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
                          dict(timers.seconds))
