@@ -1,0 +1,775 @@
+// Single-tree Boruvka EMST: the CUDA kernels of emst_dask's "cuda" backend.
+//
+// Compiled at first use by NVRTC (cupy.RawModule), one module per
+// (float type T, dimension D); every kernel is a template instantiated
+// through name expressions.  No host headers: NVRTC has none.  The same
+// file also compiles as plain C++ for the test emulator (tests/cuda_emu),
+// which supplies the few CUDA built-ins used here.
+//
+// Conventions (identical to the numba CPU kernels, emst_dask/kernels/cpu.py):
+//  * all distances are squared; w = |x_i - x_j|^2, or for mutual
+//    reachability max(core2_i, core2_j, |x_i - x_j|^2);
+//  * arithmetic is explicitly rounded (__fadd_rn, __fmul_rn...): no fused
+//    multiply-add, so a weight computed twice, in any kernel, is the same
+//    bits (the component minimum below relies on it) and equals the CPU's;
+//  * an edge compares by (w, min(orig_u, orig_v), max(orig_u, orig_v)) on
+//    ORIGINAL input rows; for a fixed query point i that is (w, orig_j);
+//  * everything lives in tree (Morton) order; orig[p] maps a tree position to
+//    its input row; int32 positions (n < 2^31).
+//
+// Data layout
+//  * Pt<T,D>   : the point (D coordinates) and its component label, 16 bytes
+//                for 3-D float32: one 128-bit load gives what a leaf test needs.
+//  * Node<T,D> : one internal node of the binary radix tree (Karras 2012
+//                numbering: internal node k covers a range [f, l] with k == f
+//                or k == l; its children are gamma and gamma + 1, leaves
+//                when gamma == f resp. gamma + 1 == l): box, split gamma and
+//                the node's component label (-1 = mixed).  32 bytes in 3-D
+//                float32: two 128-bit loads.  Node ranges are not stored:
+//                traversals derive them from the parent's range and split.
+//  * delta[i]  : common-prefix length of the augmented keys (code, i) and
+//                (code, i+1), one byte; with it the tree is built bottom-up
+//                (Apetrei 2014) and re-walked bottom-up for the labels.
+//
+// Boruvka state (indexed by tree position; a component is named by the
+// position of its representative, labels[C] == C):
+//  * best[C] (u64) : float: (bits(w) << 32) | min(orig_u, orig_v) of the best
+//                    edge known; its high word is the component's shared
+//                    search radius, lowered with 64-bit atomicMin.
+//                    double: the weight's bits (the radius); key2[C] holds
+//                    (min orig << 32 | orig of the source) for the tie pass.
+//                    After the merge, an absorbed representative's slot keeps
+//                    its edge as (src position << 32 | dst position): every
+//                    position but the final root is absorbed exactly once, so
+//                    the n-1 edges need no separate array.
+//  * cand[i]       : i's nearest point in another component, when certified
+//                    exact (everything nearer was searched), else -1.  A
+//                    certified candidate stays exact while its point stays
+//                    foreign (the foreign set only shrinks), so it answers
+//                    later iterations without a search.
+//  * lower[i]      : lower bound on i's distance to any foreign point.
+//  * aux[]         : int scratch: CAS flags of the bottom-up passes (kept at
+//                    -1 between them), the tie minimum, the merge pointers.
+
+#ifndef EMST_EMULATE
+typedef unsigned int u32;
+typedef unsigned long long u64;
+#endif
+
+#define EMST_STACK 128  // > 96: the tree depth bound (64 code + 32 index bits)
+#define EMST_INT_MAX 0x7fffffff
+
+// ---------------------------------------------------------------------------
+// float traits: explicitly rounded arithmetic, infinity, keys
+// ---------------------------------------------------------------------------
+template <typename T> struct FT;
+
+template <> struct FT<float> {
+  static __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+  static __device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
+  static __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
+  static __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
+  // component key: weight bits high, smaller original row low
+  static __device__ __forceinline__ u64 key(float w, int a) {
+    return ((u64)__float_as_uint(w) << 32) | (u64)(u32)a;
+  }
+  static __device__ __forceinline__ float radius(u64 b) { return __uint_as_float((u32)(b >> 32)); }
+};
+
+template <> struct FT<double> {
+  static __device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+  static __device__ __forceinline__ double sub(double a, double b) { return __dsub_rn(a, b); }
+  static __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
+  static __device__ __forceinline__ double inf() { return __longlong_as_double(0x7ff0000000000000LL); }
+  static __device__ __forceinline__ u64 key(double w, int) { return (u64)__double_as_longlong(w); }
+  static __device__ __forceinline__ double radius(u64 b) { return __longlong_as_double((long long)b); }
+};
+
+// best[] initial value: +inf radius (and, for float, the largest tie key)
+template <typename T> struct KeyInit;
+template <> struct KeyInit<float> { static const u64 value = 0x7f800000ffffffffULL; };
+template <> struct KeyInit<double> { static const u64 value = 0x7ff0000000000000ULL; };
+
+// ---------------------------------------------------------------------------
+// records
+// ---------------------------------------------------------------------------
+template <typename T, int D> struct RecAlign {
+  static const int pt_raw = D * (int)sizeof(T) + 4;
+  static const int pt = pt_raw <= 8 ? 8 : 16;
+  static const int node = 16;
+};
+
+template <typename T, int D> struct alignas(RecAlign<T, D>::pt) Pt {
+  T x[D];
+  int label;
+};
+
+template <typename T, int D> struct alignas(RecAlign<T, D>::node) Node {
+  T lo[D];
+  T hi[D];
+  int split;
+  int label;
+};
+
+template <typename T> struct StackEntry {
+  int f;      // first leaf of the range, ~f when the box is a single point
+  int l;      // last leaf
+  int split;  // the node's split
+  T d;        // its distance when pushed
+};
+
+__device__ __forceinline__ int thread_index() {
+  return (int)(blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+template <typename T, int D>
+__device__ __forceinline__ T dist2(const T* a, const T* b) {
+  T t = FT<T>::sub(a[0], b[0]);
+  T s = FT<T>::mul(t, t);
+#pragma unroll
+  for (int q = 1; q < D; ++q) {
+    t = FT<T>::sub(a[q], b[q]);
+    s = FT<T>::add(s, FT<T>::mul(t, t));
+  }
+  return s;
+}
+
+template <typename T, int D>
+__device__ __forceinline__ T box_dist2(const T* x, const T* lo, const T* hi) {
+  T s = (T)0;
+#pragma unroll
+  for (int q = 0; q < D; ++q) {
+    T t = (T)0;
+    if (x[q] < lo[q]) t = FT<T>::sub(lo[q], x[q]);
+    else if (x[q] > hi[q]) t = FT<T>::sub(x[q], hi[q]);
+    s = FT<T>::add(s, FT<T>::mul(t, t));
+  }
+  return s;
+}
+
+template <typename T, int D>
+__device__ __forceinline__ bool degenerate(const Node<T, D>& nd) {
+  bool deg = true;
+#pragma unroll
+  for (int q = 0; q < D; ++q) deg = deg && (nd.lo[q] == nd.hi[q]);
+  return deg;
+}
+
+template <typename T>
+__device__ __forceinline__ T tmax(T a, T b) { return a > b ? a : b; }
+
+// the metric, given the squared distance and both core distances
+template <typename T, bool MRD>
+__device__ __forceinline__ T metric(T d2, T ci, T cj) {
+  T w = d2;
+  if (MRD) {
+    if (ci > w) w = ci;
+    if (cj > w) w = cj;
+  }
+  return w;
+}
+
+// is the node covering [l, r] the left child of its parent?  (Not the root.)
+__device__ __forceinline__ bool is_left_child(const unsigned char* delta, int l, int r, int n) {
+  if (l == 0) return true;
+  if (r == n - 1) return false;
+  return delta[r] > delta[l - 1];
+}
+
+// ---------------------------------------------------------------------------
+// size check: Python mirrors the record sizes
+// ---------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void k_sizes(int* out) {
+  if (thread_index() == 0) {
+    out[0] = (int)sizeof(Pt<T, D>);
+    out[1] = (int)sizeof(Node<T, D>);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 1. Morton codes (64-bit, `bits` per axis, axis 0 most significant)
+// ---------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void k_morton(const T* __restrict__ pts, int n, const double* __restrict__ lo,
+                         const double* __restrict__ scale, int bits, u64* __restrict__ codes) {
+  int i = thread_index();
+  if (i >= n) return;
+  long long top = (1LL << bits) - 1;
+  long long q[D];
+#pragma unroll
+  for (int a = 0; a < D; ++a) {
+    double v = __dmul_rn(__dsub_rn((double)pts[(size_t)i * D + a], lo[a]), scale[a]);
+    long long c = (long long)v;  // truncation, as the CPU's int()
+    q[a] = c < 0 ? 0 : (c > top ? top : c);
+  }
+  u64 code = 0;
+  for (int level = bits - 1; level >= 0; --level) {
+#pragma unroll
+    for (int a = 0; a < D; ++a) code = (code << 1) | (u64)((q[a] >> level) & 1);
+  }
+  codes[i] = code;
+}
+
+// ---------------------------------------------------------------------------
+// 2. tree construction
+// ---------------------------------------------------------------------------
+// delta[i] = common-prefix length of the augmented keys (codes[i], i) and
+// (codes[i+1], i+1): 0..63 from the codes, 64..95 from the index bits of
+// equal codes (duplicates), so every run of equal codes is one subtree.
+template <typename T, int D>
+__global__ void k_delta(const u64* __restrict__ codes, int n, unsigned char* __restrict__ delta) {
+  int i = thread_index();
+  if (i >= n - 1) return;
+  u64 a = codes[i], b = codes[i + 1];
+  int p = (a == b) ? 64 + __clz(i ^ (i + 1)) : __clzll((long long)(a ^ b));
+  delta[i] = (unsigned char)p;
+}
+
+// Points in tree order with their initial labels (own position).
+template <typename T, int D>
+__global__ void k_gather(const T* __restrict__ pts, const int* __restrict__ perm, int n,
+                         Pt<T, D>* __restrict__ P) {
+  int i = thread_index();
+  if (i >= n) return;
+  size_t src = (size_t)perm[i] * D;
+  Pt<T, D> p;
+#pragma unroll
+  for (int a = 0; a < D; ++a) p.x[a] = pts[src + a];
+  p.label = i;
+  P[i] = p;
+}
+
+// Bottom-up construction, one thread per leaf: a thread holding the finished
+// subtree [l, r] flags its parent's split with a CAS; the first to arrive
+// leaves, the second merges its sibling's box and writes the parent.  Boxes
+// are written once; the CAS is only a flag (Apetrei 2014; ArborX).
+// flags[] must hold -1; every flag is back at -1 when the kernel ends.
+template <typename T, int D>
+__global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>* __restrict__ P,
+                        int n, Node<T, D>* nodes, int* flags) {
+  int i = thread_index();
+  if (i >= n) return;
+  int l = i, r = i;
+  T lo[D], hi[D];
+  {
+    Pt<T, D> p = P[i];
+#pragma unroll
+    for (int a = 0; a < D; ++a) lo[a] = hi[a] = p.x[a];
+  }
+  while (true) {
+    bool left = is_left_child(delta, l, r, n);
+    int s = left ? r : l - 1;
+    __threadfence();
+    int other = atomicCAS(&flags[s], -1, left ? l : r);
+    if (other == -1) return;  // the sibling is not finished: it will go on
+    __threadfence();
+    flags[s] = -1;
+    int sib, pl, pr;
+    bool sib_leaf;
+    if (left) {
+      sib = r + 1; sib_leaf = (other == r + 1); pl = l; pr = other;
+    } else {
+      sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
+    }
+    if (sib_leaf) {
+      Pt<T, D> p = P[sib];
+#pragma unroll
+      for (int a = 0; a < D; ++a) {
+        if (p.x[a] < lo[a]) lo[a] = p.x[a];
+        if (p.x[a] > hi[a]) hi[a] = p.x[a];
+      }
+    } else {
+      const Node<T, D>* sn = nodes + sib;
+#pragma unroll
+      for (int a = 0; a < D; ++a) {
+        T v = __ldcg(&sn->lo[a]);
+        T w = __ldcg(&sn->hi[a]);
+        if (v < lo[a]) lo[a] = v;
+        if (w > hi[a]) hi[a] = w;
+      }
+    }
+    bool root = (pl == 0 && pr == n - 1);
+    int k = root ? 0 : (is_left_child(delta, pl, pr, n) ? pr : pl);
+    Node<T, D> nd;
+#pragma unroll
+    for (int a = 0; a < D; ++a) { nd.lo[a] = lo[a]; nd.hi[a] = hi[a]; }
+    nd.split = s;
+    nd.label = -1;  // every node is mixed while all points are singletons
+    nodes[k] = nd;
+    if (root) return;
+    l = pl;
+    r = pr;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 3. label reduction: the same bottom-up walk; a node gets its children's
+// common label, or -1 (mixed).
+// ---------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void k_climb(const unsigned char* __restrict__ delta, const Pt<T, D>* __restrict__ P,
+                        int n, Node<T, D>* nodes, int* flags) {
+  int i = thread_index();
+  if (i >= n) return;
+  int l = i, r = i;
+  int L = P[i].label;
+  while (true) {
+    bool left = is_left_child(delta, l, r, n);
+    int s = left ? r : l - 1;
+    __threadfence();
+    int other = atomicCAS(&flags[s], -1, left ? l : r);
+    if (other == -1) return;
+    __threadfence();
+    flags[s] = -1;
+    int sib, pl, pr;
+    bool sib_leaf;
+    if (left) {
+      sib = r + 1; sib_leaf = (other == r + 1); pl = l; pr = other;
+    } else {
+      sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
+    }
+    int Ls = sib_leaf ? P[sib].label : __ldcg(&nodes[sib].label);
+    if (Ls != L) L = -1;
+    bool root = (pl == 0 && pr == n - 1);
+    int k = root ? 0 : (is_left_child(delta, pl, pr, n) ? pr : pl);
+    nodes[k].label = L;
+    if (root) return;
+    l = pl;
+    r = pr;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 4. upper bounds on each component's shortest outgoing edge, before the
+// search: Morton neighbours in different components (the paper's), and every
+// certified candidate that is still foreign (exact for its point).  A
+// candidate that has joined its point's component is dropped.
+// ---------------------------------------------------------------------------
+template <typename T, int D, bool MRD>
+__global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
+                         const T* __restrict__ core2, int* __restrict__ cand, u64* best, int n) {
+  int i = thread_index();
+  if (i >= n) return;
+  Pt<T, D> pi = P[i];
+  int C = pi.label;
+  T ci = MRD ? core2[i] : (T)0;
+  if (i + 1 < n) {
+    Pt<T, D> pn = P[i + 1];
+    if (pn.label != C) {
+      T w = metric<T, MRD>(dist2<T, D>(pi.x, pn.x), ci, MRD ? core2[i + 1] : (T)0);
+      int oi = orig[i], on = orig[i + 1];
+      u64 key = FT<T>::key(w, oi < on ? oi : on);
+      atomicMin(&best[C], key);
+      atomicMin(&best[pn.label], key);
+    }
+  }
+  int j = cand[i];
+  if (j >= 0) {
+    Pt<T, D> pj = P[j];
+    if (pj.label != C) {
+      T w = metric<T, MRD>(dist2<T, D>(pi.x, pj.x), ci, MRD ? core2[j] : (T)0);
+      int oi = orig[i], oj = orig[j];
+      u64 key = FT<T>::key(w, oi < oj ? oi : oj);
+      if (key < __ldcg(&best[C])) atomicMin(&best[C], key);
+    } else {
+      cand[i] = -1;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 5. the search: every point's nearest point in another component, under
+// (w, orig_j).  One thread per point, in tree order.  FIRST: the first
+// iteration, every point its own component: a plain nearest-other-point query.
+//
+// Skipped: points with a certified candidate (answered by k_bounds), and
+// points whose lower bound exceeds their component's radius.  The radius is
+// shared by the component (best[C]'s high word) and re-read as the search
+// goes.  Subtrees whose label is the query's component are skipped; a
+// subtree whose points are all one point, at exactly the best distance and
+// with a larger original row than the best's, is skipped too (duplicates).
+// Closest child first; a stack of EMST_STACK entries (the depth bound is 96).
+// ---------------------------------------------------------------------------
+template <typename T, int D, bool MRD, bool FIRST>
+__global__ void __launch_bounds__(256)
+k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
+         const int* __restrict__ orig, const T* __restrict__ core2, T* __restrict__ lower,
+         int* __restrict__ cand, u64* best, int n) {
+  int i = thread_index();
+  if (i >= n) return;
+  const T inf = FT<T>::inf();
+  Pt<T, D> pi = P[i];
+  const int C = FIRST ? i : pi.label;
+  T r_shared = inf;
+  if (!FIRST) {
+    if (cand[i] >= 0) return;  // certified and still foreign: k_bounds used it
+    r_shared = FT<T>::radius(__ldcg(&best[C]));
+    if (lower[i] > r_shared) return;  // cand[i] is -1
+  }
+  const T ci = MRD ? core2[i] : (T)0;
+  T bw = inf;
+  int bo = EMST_INT_MAX;
+  int bj = -1;
+
+  // a leaf candidate j
+#define EMST_LEAF(J)                                                                 \
+  {                                                                                  \
+    int j_ = (J);                                                                    \
+    Pt<T, D> pj_ = P[j_];                                                            \
+    if (FIRST ? (j_ != i) : (pj_.label != C)) {                                      \
+      T w_ = metric<T, MRD>(dist2<T, D>(pi.x, pj_.x), ci, MRD ? core2[j_] : (T)0);   \
+      if (w_ <= bw) {                                                                \
+        int o_ = orig[j_];                                                           \
+        if (w_ < bw || o_ < bo) { bw = w_; bo = o_; bj = j_; }                       \
+      }                                                                              \
+    }                                                                                \
+  }
+
+  // the Morton neighbours first: usually close, they start the radius small
+  if (i > 0) EMST_LEAF(i - 1)
+  if (i + 1 < n) EMST_LEAF(i + 1)
+
+  StackEntry<T> stack[EMST_STACK];
+  int sp = 0;
+  int cf = 0, cl = n - 1, cs = nodes[0].split;
+  // the root's own label: nothing foreign when it is C (cannot happen while
+  // two components are left, but costs nothing)
+  bool go = FIRST || nodes[0].label != C;
+  while (go) {
+    T rr = bw;
+    if (!FIRST) {
+      T rc = FT<T>::radius(__ldcg(&best[C]));
+      if (rc < rr) rr = rc;
+    }
+    const int g = cs;
+    bool goL = false, goR = false, degL = false, degR = false;
+    T dL = inf, dR = inf;
+    int sL = 0, sR = 0;
+    // left child [cf, g]
+    if (g == cf) {
+      EMST_LEAF(g)
+    } else {
+      Node<T, D> nd = nodes[g];
+      if (FIRST || nd.label != C) {
+        dL = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
+        if (MRD && ci > dL) dL = ci;
+        goL = true;
+        sL = nd.split;
+        degL = degenerate<T, D>(nd);
+      }
+    }
+    // right child [g + 1, cl]
+    if (g + 1 == cl) {
+      EMST_LEAF(g + 1)
+    } else {
+      Node<T, D> nd = nodes[g + 1];
+      if (FIRST || nd.label != C) {
+        dR = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
+        if (MRD && ci > dR) dR = ci;
+        goR = true;
+        sR = nd.split;
+        degR = degenerate<T, D>(nd);
+      }
+    }
+    if (bw < rr) rr = bw;
+    if (goL) goL = !(dL > rr || (dL == bw && degL && orig[cf] > bo));
+    if (goR) goR = !(dR > rr || (dR == bw && degR && orig[g + 1] > bo));
+    if (goL && goR) {
+      if (dL <= dR) {  // nearer first, ties to the left
+        StackEntry<T> e; e.f = degR ? ~(g + 1) : (g + 1); e.l = cl; e.split = sR; e.d = dR;
+        stack[sp++] = e;
+        cl = g; cs = sL;
+      } else {
+        StackEntry<T> e; e.f = degL ? ~cf : cf; e.l = g; e.split = sL; e.d = dL;
+        stack[sp++] = e;
+        cf = g + 1; cs = sR;
+      }
+    } else if (goL) {
+      cl = g; cs = sL;
+    } else if (goR) {
+      cf = g + 1; cs = sR;
+    } else {
+      go = false;
+      while (sp > 0) {
+        StackEntry<T> e = stack[--sp];
+        bool deg = e.f < 0;
+        int f = deg ? ~e.f : e.f;
+        if (e.d > rr || (e.d == bw && deg && orig[f] > bo)) continue;
+        cf = f; cl = e.l; cs = e.split;
+        go = true;
+        break;
+      }
+    }
+  }
+#undef EMST_LEAF
+
+  // Nothing foreign is nearer than min(best, final radius): every pruned
+  // subtree was beyond the cutoff of its time, and cutoffs only shrink.
+  T r_end = FIRST ? inf : FT<T>::radius(__ldcg(&best[C]));
+  T lb = bw < r_end ? bw : r_end;
+  if (lb > lower[i]) lower[i] = lb;
+  if (bj >= 0 && bw <= r_end) {
+    cand[i] = bj;  // certified: i's exact nearest foreign point
+    if (!FIRST) {
+      int oi = orig[i];
+      u64 key = FT<T>::key(bw, oi < bo ? oi : bo);
+      if (key < __ldcg(&best[C])) atomicMin(&best[C], key);
+    }
+  } else {
+    cand[i] = -1;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 6. component minima under the strict order, after the search.
+// k_ties: every point's lower bound rises to its component's shortest edge
+// (valid once merged); candidates equal to the component's best (w, min orig)
+// (double: best w) take part in an atomicMin of the source's original row
+// (double: of (min orig << 32 | source orig)).  Given (w, min orig), the
+// smallest source row is the smallest (min, max) pair: either the min row is
+// the source itself (one candidate), or all tying edges share the foreign end
+// and max = source row.
+// ---------------------------------------------------------------------------
+template <typename T, int D, bool MRD>
+__global__ void k_ties(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
+                       const T* __restrict__ core2, const int* __restrict__ cand,
+                       const u64* __restrict__ best, T* __restrict__ lower, int* aux, u64* key2,
+                       int n) {
+  int i = thread_index();
+  if (i >= n) return;
+  Pt<T, D> pi = P[i];
+  int C = pi.label;
+  u64 B = best[C];
+  T wstar = FT<T>::radius(B);
+  if (wstar > lower[i]) lower[i] = wstar;
+  int j = cand[i];
+  if (j < 0) return;
+  Pt<T, D> pj = P[j];
+  T w = metric<T, MRD>(dist2<T, D>(pi.x, pj.x), MRD ? core2[i] : (T)0, MRD ? core2[j] : (T)0);
+  int oi = orig[i], oj = orig[j];
+  int a = oi < oj ? oi : oj;
+  if (FT<T>::key(w, a) != B) return;
+  if (sizeof(T) == 4) {
+    atomicMin((u32*)&aux[C], (u32)oi);
+  } else {
+    atomicMin(&key2[C], ((u64)(u32)a << 32) | (u64)(u32)oi);
+  }
+}
+
+// k_winner: the candidate whose source row won marks its component:
+// aux[C] = ~i (negative: never equal to a row).
+template <typename T, int D>
+__global__ void k_winner(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
+                         const int* __restrict__ cand, int* aux, const u64* __restrict__ key2,
+                         int n) {
+  int i = thread_index();
+  if (i >= n) return;
+  if (cand[i] < 0) return;
+  int C = P[i].label;
+  u32 oi = (u32)orig[i];
+  if (sizeof(T) == 4) {
+    if ((u32)aux[C] == oi) aux[C] = ~i;
+  } else {
+    u64 K = key2[C];
+    if (K != ~0ULL && (u32)K == oi) aux[C] = ~i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 7. merge.  Representatives only (P[C].label == C).
+// k_merge_next: C's edge (win, cand[win]) goes into its edge slot, and
+// aux[C] = next(C) = the label of the edge's far end.
+// ---------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void k_merge_next(const Pt<T, D>* __restrict__ P, const int* __restrict__ cand,
+                             int* aux, u64* edges, int n, int first) {
+  int C = thread_index();
+  if (C >= n) return;
+  if (P[C].label != C) return;
+  int win;
+  if (first) {
+    win = C;
+  } else {
+    int a = aux[C];
+    win = a < -1 ? ~a : -1;
+  }
+  if (win < 0) {  // no outgoing edge (a single component left)
+    aux[C] = C;
+    return;
+  }
+  int j = cand[win];
+  edges[C] = ((u64)(u32)win << 32) | (u64)(u32)j;
+  aux[C] = P[j].label;
+}
+
+// k_merge_roots: under a strict order the only cycles are 2-cycles over one
+// shared edge; the smaller representative of such a pair becomes the root
+// (and drops its copy of the edge); every other representative adds its edge.
+template <typename T, int D>
+__global__ void k_merge_roots(const Pt<T, D>* __restrict__ P, int* aux, u64* best, u64* key2,
+                              int* counter, int n) {
+  int C = thread_index();
+  if (C >= n) return;
+  if (P[C].label != C) return;
+  int Dn = aux[C];
+  bool root = (Dn == C);
+  if (!root) {
+    int E = __ldcg(&aux[Dn]);
+    root = (E == C && C < Dn);
+    if (root) aux[C] = C;
+  }
+  if (root) {
+    best[C] = KeyInit<T>::value;
+    if (sizeof(T) != 4) key2[C] = ~0ULL;
+  } else {
+    atomicAdd(counter, 1);
+  }
+}
+
+// k_merge_jump: every representative finds its root, halving paths as it
+// goes (concurrent halving only ever moves a pointer to an ancestor), so
+// long chains cost O(log) passes, not O(length) walks each.
+template <typename T, int D>
+__global__ void k_merge_jump(const Pt<T, D>* __restrict__ P, int* aux, int n) {
+  int C = thread_index();
+  if (C >= n) return;
+  if (P[C].label != C) return;
+  int x = C;
+  for (int it = 0; it < n; ++it) {  // bounded: a cycle would be a bug, not a hang
+    int y = __ldcg(&aux[x]);
+    if (y == x) break;
+    int z = __ldcg(&aux[y]);
+    if (z == y) { x = y; break; }
+    aux[x] = z;
+    x = z;
+  }
+  aux[C] = x;
+}
+
+// k_relabel: every point takes its representative's root.
+template <typename T, int D>
+__global__ void k_relabel(Pt<T, D>* P, const int* __restrict__ aux, int n) {
+  int i = thread_index();
+  if (i >= n) return;
+  int C = P[i].label;
+  P[i].label = aux[C];
+}
+
+// ---------------------------------------------------------------------------
+// 8. output: the n-1 edge slots are every position but the root's
+// ---------------------------------------------------------------------------
+template <typename T, int D, bool MRD>
+__global__ void k_finalize(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
+                           const T* __restrict__ core2, const u64* __restrict__ edges, int root,
+                           int n, long long* __restrict__ src, long long* __restrict__ dst,
+                           T* __restrict__ w2) {
+  int e = thread_index();
+  if (e >= n - 1) return;
+  int p = e < root ? e : e + 1;
+  u64 E = edges[p];
+  int a = (int)(E >> 32), b = (int)(u32)E;
+  src[e] = orig[a];
+  dst[e] = orig[b];
+  w2[e] = metric<T, MRD>(dist2<T, D>(P[a].x, P[b].x), MRD ? core2[a] : (T)0,
+                         MRD ? core2[b] : (T)0);
+}
+
+// ---------------------------------------------------------------------------
+// 9. core distances: the k-th smallest squared distance to another point.
+// Only the value matters, so a subtree at exactly the k-th distance cannot
+// change it and is pruned (duplicates stay cheap).  KMAX > 0: the k smallest
+// in a thread-local array; KMAX == 0: in scratch[i * k ...] (large k).
+// ---------------------------------------------------------------------------
+template <typename T, int D, int KMAX>
+__global__ void __launch_bounds__(256)
+k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int n, int k,
+      T* __restrict__ core2, T* scratch) {
+  int i = thread_index();
+  if (i >= n) return;
+  const T inf = FT<T>::inf();
+  Pt<T, D> pi = P[i];
+  T local[KMAX > 0 ? KMAX : 1];
+  T* kd = KMAX > 0 ? local : scratch + (size_t)i * k;
+  int m = 0;
+
+#define EMST_KLEAF(J)                                                  \
+  {                                                                    \
+    int j_ = (J);                                                      \
+    if (j_ != i) {                                                     \
+      T w_ = dist2<T, D>(pi.x, P[j_].x);                               \
+      if (m < k || w_ < kd[k - 1]) {                                   \
+        int p_ = (m < k) ? m++ : k - 1;                                \
+        while (p_ > 0 && kd[p_ - 1] > w_) { kd[p_] = kd[p_ - 1]; --p_; } \
+        kd[p_] = w_;                                                   \
+      }                                                                \
+    }                                                                  \
+  }
+
+  // seed with the k + 1 neighbours along the curve (the range holds i and
+  // at least k others, so the list starts full); the traversal skips them
+  int sa = i - k / 2 - 1;
+  if (sa > n - 2 - k) sa = n - 2 - k;
+  if (sa < 0) sa = 0;
+  int sz = sa + k + 1;
+  if (sz > n - 1) sz = n - 1;
+  for (int j = sa; j <= sz; ++j) EMST_KLEAF(j)
+
+  StackEntry<T> stack[EMST_STACK];
+  int sp = 0;
+  int cf = 0, cl = n - 1, cs = nodes[0].split;
+  bool go = true;
+  while (go) {
+    T rr = (m < k) ? inf : kd[k - 1];
+    const int g = cs;
+    bool goL = false, goR = false;
+    T dL = inf, dR = inf;
+    int sL = 0, sR = 0;
+    if (g == cf) {
+      if (g < sa || g > sz) EMST_KLEAF(g)
+    } else {
+      Node<T, D> nd = nodes[g];
+      dL = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
+      goL = true;
+      sL = nd.split;
+    }
+    if (g + 1 == cl) {
+      if (g + 1 < sa || g + 1 > sz) EMST_KLEAF(g + 1)
+    } else {
+      Node<T, D> nd = nodes[g + 1];
+      dR = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
+      goR = true;
+      sR = nd.split;
+    }
+    bool full = (m == k);
+    if (full) rr = kd[k - 1];
+    if (goL) goL = !(full && dL >= rr);
+    if (goR) goR = !(full && dR >= rr);
+    if (goL && goR) {
+      if (dL <= dR) {
+        StackEntry<T> e; e.f = g + 1; e.l = cl; e.split = sR; e.d = dR;
+        stack[sp++] = e;
+        cl = g; cs = sL;
+      } else {
+        StackEntry<T> e; e.f = cf; e.l = g; e.split = sL; e.d = dL;
+        stack[sp++] = e;
+        cf = g + 1; cs = sR;
+      }
+    } else if (goL) {
+      cl = g; cs = sL;
+    } else if (goR) {
+      cf = g + 1; cs = sR;
+    } else {
+      go = false;
+      while (sp > 0) {
+        StackEntry<T> e = stack[--sp];
+        if (m == k && e.d >= kd[k - 1]) continue;
+        cf = e.f; cl = e.l; cs = e.split;
+        go = true;
+        break;
+      }
+    }
+  }
+#undef EMST_KLEAF
+  core2[i] = kd[k - 1];
+}

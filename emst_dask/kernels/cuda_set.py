@@ -1,0 +1,352 @@
+"""The CUDA kernel set: CuPy arrays, CUDA C++ kernels compiled by NVRTC.
+
+The kernels live in ``cuda/boruvka.cu`` (read that file's header for the data
+layout and the invariants).  They are templates over the float type and the
+dimension; a module per (dtype, d, part) is compiled at first use through
+``cupy.RawModule`` with name expressions and cached for the process (CuPy
+also keeps the binaries in its on-disk kernel cache).  ``part`` is "core"
+(plain Euclidean) or "mrd" (mutual reachability and the k-NN core
+distances), so a plain EMST never compiles the mutual-reachability code.
+
+The engine's phases map to launches as follows (n threads each, tree order):
+
+=============================  ==================================================
+construct_bvh                  k_morton, argsort (CuPy's, stable), k_gather,
+                               k_delta, k_build (bottom-up, CAS flags)
+compute_core_distances         k_knn (k-th other neighbour, value only)
+reduce_labels                  aux <- -1, k_climb (bottom-up); nothing in the
+                               first iteration (all nodes are mixed)
+compute_upper_bounds           k_bounds: Morton neighbours + still-foreign
+                               certified candidates, 64-bit atomicMin
+find_component_outgoing_edges  k_search (the first iteration is a plain
+                               nearest-other-point query)
+reduce_component_minima        k_ties, k_winner (the strict order's tie-break)
+merge_components               k_merge_next, k_merge_roots, k_merge_jump,
+                               k_relabel; one 4-byte device-to-host read
+finalize_edges                 k_finalize
+=============================  ==================================================
+
+Device memory per point, 3-D float32, min_samples = 1: points with labels 16,
+nodes 32 (n - 1 of them), delta 1, orig 4, aux 4, lower 4, cand 4, best 8
+(which also holds the finished edges): 73 bytes, plus what the engine holds.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from types import SimpleNamespace
+
+import numpy as np
+
+try:  # the module imports without CuPy, so that the emulator can reuse it
+    import cupy
+except ImportError:  # pragma: no cover - exercised where CuPy is absent
+    cupy = None
+
+#: threads per block of every launch
+THREADS = 256
+#: k-NN list sizes kept in registers/local memory; larger k use global scratch
+KNN_KMAX = (16, 64)
+#: NVRTC options: no fused multiply-add anywhere, so that a weight computed in
+#: two kernels is the same bits (the sources also round explicitly)
+NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
+
+_SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
+_SOURCE_FILES = ("boruvka.cu",)
+
+#: best[] initial value per dtype: an infinite radius (float: and the largest key)
+KEY_INIT = {np.dtype(np.float32): np.uint64(0x7F800000FFFFFFFF),
+            np.dtype(np.float64): np.uint64(0x7FF0000000000000)}
+_NO_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@functools.cache
+def source() -> str:
+    """The CUDA C++ source of all kernels."""
+    parts = []
+    for name in _SOURCE_FILES:
+        with open(os.path.join(_SOURCE_DIR, name), encoding="utf-8") as f:
+            parts.append(f.read())
+    return "\n".join(parts)
+
+
+def ctype(dtype) -> str:
+    dt = np.dtype(dtype)
+    if dt == np.float32:
+        return "float"
+    if dt == np.float64:
+        return "double"
+    raise TypeError(f"the CUDA kernels compute in float32 or float64, not {dt}")
+
+
+def expr(name: str, dtype, d: int, *extra) -> str:
+    """The name expression of one kernel instantiation."""
+    args = [ctype(dtype), str(int(d))]
+    for e in extra:
+        args.append(("true" if e else "false") if isinstance(e, (bool, np.bool_)) else str(int(e)))
+    return f"{name}<{', '.join(args)}>"
+
+
+_CORE = ("k_sizes", "k_morton", "k_delta", "k_gather", "k_build", "k_climb", "k_winner",
+         "k_merge_next", "k_merge_roots", "k_merge_jump", "k_relabel")
+
+
+def expressions(dtype, d: int, part: str) -> list[str]:
+    """Every instantiation that module ``part`` ("core" or "mrd") holds."""
+    if part == "core":
+        out = [expr(k, dtype, d) for k in _CORE]
+        mrd = (False,)
+    elif part == "mrd":
+        out = []
+        mrd = (True,)
+    else:
+        raise ValueError(part)
+    for m in mrd:
+        out += [expr("k_bounds", dtype, d, m), expr("k_ties", dtype, d, m),
+                expr("k_finalize", dtype, d, m),
+                expr("k_search", dtype, d, m, False), expr("k_search", dtype, d, m, True)]
+    if part == "mrd":
+        out += [expr("k_knn", dtype, d, km) for km in KNN_KMAX + (0,)]
+    return out
+
+
+def part_of(name: str, extra) -> str:
+    if name == "k_knn":
+        return "mrd"
+    if name in ("k_bounds", "k_ties", "k_finalize", "k_search") and extra and extra[0]:
+        return "mrd"
+    return "core"
+
+
+def record_sizes(dtype, d: int) -> tuple[int, int]:
+    """Bytes of one point record and one node record (mirrors the .cu structs)."""
+    it = np.dtype(dtype).itemsize
+    raw = d * it + 4
+    align = 8 if raw <= 8 else 16
+    pt = -(-raw // align) * align
+    node = -(-(2 * d * it + 8) // 16) * 16
+    return pt, node
+
+
+class CupyBackend:
+    """How the kernel set reaches the GPU: CuPy arrays and RawModules."""
+
+    def __init__(self):
+        self.xp = cupy
+
+    @functools.cache
+    def functions(self, dtype_str: str, d: int, part: str) -> dict:
+        exprs = expressions(np.dtype(dtype_str), d, part)
+        mod = cupy.RawModule(code=source(), options=NVRTC_OPTIONS, name_expressions=exprs)
+        fns = {e: mod.get_function(e) for e in exprs}
+        if part == "core":  # the Python record sizes must match the compiler's
+            out = cupy.zeros(2, np.int32)
+            fns[expr("k_sizes", dtype_str, d)]((1,), (1,), (out,))
+            got = tuple(int(v) for v in out.get())
+            want = record_sizes(dtype_str, d)
+            if got != want:
+                raise RuntimeError(f"record sizes {got} != {want} for {dtype_str} d={d}")
+        return fns
+
+    def launch(self, dtype, d, name, extra, nthreads, args):
+        if nthreads <= 0:
+            return
+        dt = np.dtype(dtype)
+        fns = self.functions(dt.str, int(d), part_of(name, extra))
+        fn = fns[expr(name, dt, d, *extra)]
+        fn(((nthreads + THREADS - 1) // THREADS,), (THREADS,), args)
+
+    def synchronize(self):
+        cupy.cuda.get_current_stream().synchronize()
+
+    def to_host(self, a):
+        return cupy.asnumpy(a)
+
+    def argsort(self, codes):
+        return cupy.argsort(codes)  # stable (thrust stable_sort_by_key)
+
+
+def _i32(v):
+    return np.int32(v)
+
+
+class _CudaKernelsBase:
+    """Kernel set of the CUDA backend (see ``emst_dask.engine``)."""
+
+    name = "cuda"
+    _be = None
+    xp = None
+
+    # -- plumbing ----------------------------------------------------------
+    @classmethod
+    def synchronize(cls) -> None:
+        cls._be.synchronize()
+
+    @classmethod
+    def to_host(cls, a):
+        return cls._be.to_host(a)
+
+    @classmethod
+    def _launch(cls, bvh_or_dtype, d, name, nthreads, args, *extra):
+        cls._be.launch(bvh_or_dtype, d, name, extra, nthreads, args)
+
+    # -- construction --------------------------------------------------------
+    @classmethod
+    def morton_codes(cls, points, lo, scale, bits):
+        xp = cls.xp
+        pts = xp.ascontiguousarray(points)
+        n, d = pts.shape
+        codes = xp.empty(n, np.uint64)
+        lo_d = xp.asarray(np.asarray(lo, np.float64))
+        sc_d = xp.asarray(np.asarray(scale, np.float64))
+        cls._launch(pts.dtype, d, "k_morton", n, (pts, _i32(n), lo_d, sc_d, _i32(bits), codes))
+        return codes
+
+    @classmethod
+    def sort_by_code(cls, codes):
+        n = codes.shape[0]
+        if n >= 2**31 - 1:
+            raise ValueError("the CUDA backend indexes points with int32: n < 2**31 - 1")
+        # stable: a run of equal codes (duplicates) stays in input-row order,
+        # which the duplicate pruning of the search relies on
+        return cls._be.argsort(codes).astype(np.int32)
+
+    @classmethod
+    def build_bvh(cls, points, codes, perm):
+        xp = cls.xp
+        pts = xp.ascontiguousarray(points)
+        n, d = pts.shape
+        dt = pts.dtype
+        ps, ns = record_sizes(dt, d)
+        orig = perm if perm.dtype == np.int32 else perm.astype(np.int32)
+        P = xp.empty(n * ps, np.uint8)
+        cls._launch(dt, d, "k_gather", n, (pts, orig, _i32(n), P))
+        m = max(n - 1, 0)
+        delta = xp.empty(max(m, 1), np.uint8)
+        nodes = xp.empty(max(m, 1) * ns, np.uint8)
+        aux = xp.full(n, -1, np.int32)  # CAS flags now, Boruvka scratch later
+        if n >= 2:
+            cls._launch(dt, d, "k_delta", m, (codes, _i32(n), delta))
+            cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
+        return SimpleNamespace(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux,
+                               n=n, d=d, dtype=dt, pt_bytes=ps, node_bytes=ns)
+
+    # -- mutual reachability ---------------------------------------------------
+    @classmethod
+    def compute_core_distances(cls, bvh, min_samples):
+        xp = cls.xp
+        n, d, dt = bvh.n, bvh.d, bvh.dtype
+        k = int(min_samples) - 1  # k_pts counts the point itself
+        core2 = xp.empty(n, dt)
+        if k < 1 or n < 2:
+            core2.fill(0)
+            return core2
+        kmax = next((km for km in KNN_KMAX if k <= km), 0)
+        scratch = xp.empty(n * k, dt) if kmax == 0 else core2
+        cls._launch(dt, d, "k_knn", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2, scratch), kmax)
+        return core2
+
+    # -- Boruvka ---------------------------------------------------------------
+    @classmethod
+    def init_boruvka(cls, bvh, core2, mrd):
+        xp = cls.xp
+        n, dt = bvh.n, bvh.dtype
+        lower = xp.zeros(n, dt)
+        best = xp.full(n, KEY_INIT[dt], np.uint64)
+        key2 = xp.full(n, _NO_KEY, np.uint64) if dt == np.float64 else best
+        return SimpleNamespace(
+            mrd=bool(mrd), core2=core2 if mrd else lower, lower=lower,
+            cand=xp.empty(n, np.int32), best=best, key2=key2,
+            edges=best if dt == np.float32 else key2,
+            counter=xp.zeros(1, np.int32), it=0, n_edges=0)
+
+    @classmethod
+    def reduce_labels(cls, bvh, s):
+        if s.it == 0:
+            return  # all points singletons: every node is mixed (k_build set -1)
+        bvh.aux.fill(-1)
+        cls._launch(bvh.dtype, bvh.d, "k_climb", bvh.n,
+                    (bvh.delta, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
+
+    @classmethod
+    def compute_upper_bounds(cls, bvh, s):
+        if s.it == 0:
+            return  # the first search starts from its Morton neighbours
+        cls._launch(bvh.dtype, bvh.d, "k_bounds", bvh.n,
+                    (bvh.P, bvh.orig, s.core2, s.cand, s.best, _i32(bvh.n)), s.mrd)
+
+    @classmethod
+    def find_component_outgoing_edges(cls, bvh, s):
+        cls._launch(bvh.dtype, bvh.d, "k_search", bvh.n,
+                    (bvh.P, bvh.nodes, bvh.orig, s.core2, s.lower, s.cand, s.best,
+                     _i32(bvh.n)), s.mrd, s.it == 0)
+
+    @classmethod
+    def reduce_component_minima(cls, bvh, s):
+        if s.it == 0:
+            return  # a singleton's shortest edge is its point's candidate
+        n = _i32(bvh.n)
+        cls._launch(bvh.dtype, bvh.d, "k_ties", bvh.n,
+                    (bvh.P, bvh.orig, s.core2, s.cand, s.best, s.lower, bvh.aux, s.key2, n),
+                    s.mrd)
+        cls._launch(bvh.dtype, bvh.d, "k_winner", bvh.n,
+                    (bvh.P, bvh.orig, s.cand, bvh.aux, s.key2, n))
+
+    @classmethod
+    def merge_components(cls, bvh, s):
+        dt, d, n = bvh.dtype, bvh.d, _i32(bvh.n)
+        cls._launch(dt, d, "k_merge_next", bvh.n,
+                    (bvh.P, s.cand, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
+        cls._launch(dt, d, "k_merge_roots", bvh.n,
+                    (bvh.P, bvh.aux, s.best, s.key2, s.counter, n))
+        cls._launch(dt, d, "k_merge_jump", bvh.n, (bvh.P, bvh.aux, n))
+        cls._launch(dt, d, "k_relabel", bvh.n, (bvh.P, bvh.aux, n))
+        s.it += 1
+        # the loop condition: the one device-to-host read of an iteration
+        s.n_edges = int(cls.to_host(s.counter)[0])
+        return s.n_edges
+
+    @classmethod
+    def finalize_edges(cls, bvh, s):
+        xp = cls.xp
+        n, d, dt = bvh.n, bvh.d, bvh.dtype
+        m = s.n_edges
+        if m != n - 1:
+            raise RuntimeError(f"finalize_edges: {m} edges for {n} points")
+        off = d * dt.itemsize
+        root = int(cls.to_host(bvh.P[off:off + 4].view(np.int32))[0])
+        # the tree and the search state are done with: give their memory back
+        # before the outputs are allocated (the peak stays the loop's)
+        bvh.nodes = bvh.delta = bvh.aux = None
+        s.lower = s.cand = None
+        if s.edges is not s.best:
+            s.best = None
+        src = xp.empty(m, np.int64)
+        dst = xp.empty(m, np.int64)
+        w2 = xp.empty(m, dt)
+        cls._launch(dt, d, "k_finalize", m,
+                    (bvh.P, bvh.orig, s.core2, s.edges, _i32(root), _i32(n), src, dst, w2),
+                    s.mrd)
+        s.edges = s.best = s.key2 = None
+        return src, dst, w2
+
+    # -- extras (benchmarks) -----------------------------------------------------
+    @classmethod
+    def nearest_other_point(cls, bvh):
+        """The floor's query: every point's nearest other point (tree positions).
+
+        Returns (cand, d2): int32 tree positions and squared distances.
+        """
+        xp = cls.xp
+        s = cls.init_boruvka(bvh, None, False)
+        cls.find_component_outgoing_edges(bvh, s)
+        return s.cand, s.lower
+
+
+def make_kernel_set(backend, name: str = "CudaKernels"):
+    """A kernel-set class bound to ``backend`` (CuPy, or the test emulator)."""
+    return type(name, (_CudaKernelsBase,), {"_be": backend, "xp": backend.xp,
+                                            "__doc__": _CudaKernelsBase.__doc__})
+
+
+CudaKernels = make_kernel_set(CupyBackend()) if cupy is not None else None
