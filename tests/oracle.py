@@ -16,9 +16,10 @@ the design contract (DESIGN.md, section 2):
 * when the minimum spanning tree is unique with a margin larger than the
   rounding of the input precision, the edge set equals Prim's.
 
-Distances are computed on the input values converted to float64, after
-multiplying by a power of two (exact) so that coordinates of any magnitude
-(1e-150, 1e150) neither underflow nor overflow when squared.
+Distances are computed on the input values converted to float64, each pair
+scaled by its largest coordinate difference (as ``hypot`` does), so that
+coordinates of any magnitude (1e-300, 1e300) neither underflow nor overflow
+when squared.
 """
 from __future__ import annotations
 
@@ -63,26 +64,26 @@ def float_dtype(points) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def _power_of_two_scale(x: np.ndarray) -> float:
-    big = float(np.max(np.abs(x))) if x.size else 0.0
-    if big == 0.0 or not math.isfinite(big):
-        return 1.0
-    return math.ldexp(1.0, -math.frexp(big)[1])  # |x| * scale in [0.5, 1)
-
-
 def distance_matrix(points) -> np.ndarray:
-    """(n, n) float64 Euclidean distances, exact-scaled against over/underflow."""
+    """(n, n) float64 Euclidean distances, safe from over- and underflow.
+
+    Like ``hypot``: each pair's coordinate differences are divided by their
+    largest magnitude before squaring, so distances of any size (1e-300 next
+    to 1e300) come out to a few ulps.
+    """
     x = np.asarray(points).astype(np.float64)
     n = x.shape[0]
     if n == 0:
         return np.zeros((0, 0))
-    s = _power_of_two_scale(x)
-    y = x * s
-    d2 = np.zeros((n, n))
-    for k in range(y.shape[1]):  # one axis at a time: n^2 memory, not n^2 d
-        diff = y[:, None, k] - y[None, :, k]
-        d2 += diff * diff
-    return np.sqrt(d2) / s
+    big = np.zeros((n, n))
+    for k in range(x.shape[1]):  # one axis at a time: n^2 memory, not n^2 d
+        np.maximum(big, np.abs(x[:, None, k] - x[None, :, k]), out=big)
+    safe = np.where(big > 0, big, 1.0)
+    s2 = np.zeros((n, n))
+    for k in range(x.shape[1]):
+        t = (x[:, None, k] - x[None, :, k]) / safe
+        s2 += t * t
+    return big * np.sqrt(s2)
 
 
 def core_distances(dist: np.ndarray, min_samples: int) -> np.ndarray:

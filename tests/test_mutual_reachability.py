@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from emst_dask import datasets, emst
 from oracle import (check_spanning_tree, core_distances, distance_matrix, edge_set,
-                    host, kruskal_tie_ordered, oracle)
+                    host, kruskal_tie_ordered, oracle, resolution)
 
 FLOATS = [np.float32, np.float64]
 
@@ -67,6 +67,19 @@ def test_min_samples_one_is_euclidean(backend):
     assert a.core_distances is None
     assert edge_set(a.source, a.target) == edge_set(b.source, b.target)
     check_spanning_tree(a, pts, 1)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=["f32", "f64"])
+def test_min_samples_two_is_the_euclidean_tree(backend, dtype):
+    """k = 2: a core distance is the nearest-neighbour distance, never more than
+    any distance from that point, so every mutual-reachability distance is the
+    Euclidean one and the tree is the Euclidean MST, weight for weight."""
+    rng = np.random.default_rng(8)
+    pts = rng.random((700, 3)).astype(dtype)
+    a = emst(pts, backend=backend)
+    b = emst(pts, min_samples=2, backend=backend)
+    assert edge_set(a.source, a.target) == edge_set(b.source, b.target)
+    np.testing.assert_array_equal(np.sort(host(a.weight)), np.sort(host(b.weight)))
 
 
 @pytest.mark.parametrize("k", [2, 5, 16])
@@ -193,7 +206,7 @@ def test_property_small_clouds(backend, case):
         np.testing.assert_allclose(
             host(tree.core_distances).astype(np.float64),
             core_distances(distance_matrix(pts), k),
-            rtol=2e-6 if pts.dtype == np.float32 else 1e-12, atol=1e-30)
+            rtol=2e-6 if pts.dtype == np.float32 else 1e-12, atol=resolution(pts))
     assert exp is not None
 
 
