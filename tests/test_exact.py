@@ -14,12 +14,12 @@ import itertools
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from emst_dask import SpanningTree, emst
 from emst_dask import datasets
-from oracle import (check_spanning_tree, distance_matrix, edge_set, host,
+from oracle import (WEIGHT_RTOL, check_spanning_tree, distance_matrix, edge_set, host,
                     kruskal_tie_ordered, resolution)
 
 FLOATS = [np.float32, np.float64]
@@ -99,16 +99,8 @@ def clouds(draw, max_n=48, max_d=5):
     return np.ascontiguousarray(pool[idx])
 
 
-#: clouds whose every coordinate is below this hit the exact_scale bugs above;
-#: they have their own xfail tests, so the property test leaves them out
-#: (delete this once those are fixed)
-ALL_TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-140}
-
-
 @given(pts=clouds())
 def test_property_small_clouds(backend, pts):
-    big = float(np.abs(pts).max()) if pts.size else 0.0
-    assume(big == 0.0 or big > ALL_TINY[pts.dtype])
     tree = emst(pts, backend=backend)
     info = check_spanning_tree(tree, pts)
     if pts.shape[0] > 1:
@@ -302,21 +294,12 @@ def test_three_collinear_points(backend):
 # ---------------------------------------------------------------------------
 # extreme scales and offsets
 # ---------------------------------------------------------------------------
-#: engine bugs found by these tests (reported; see the xfail reasons)
-TINY_F64_BUG = ("engine.exact_scale: math.log2(limit_hi / big) overflows to inf when "
-                "every |coordinate| < ~1e-156 (float64): OverflowError")
-SUBNORMAL_F32_BUG = ("engine.exact_scale: the power-of-two scale for a float32 cloud of "
-                     "subnormal extent (< 2**-126) is not representable in float32: "
-                     "points * inf gives NaN weights")
-
-
 @pytest.mark.parametrize("dtype,scale", [
     (np.float32, 1e-15), (np.float32, 1e15), (np.float32, 1e-30), (np.float32, 1e30),
     (np.float32, 1e-37),
     (np.float64, 1e-150), (np.float64, 1e150), (np.float64, 1e300), (np.float64, 1e-155),
-    pytest.param(np.float64, 1e-160, marks=pytest.mark.xfail(strict=True, reason=TINY_F64_BUG)),
-    pytest.param(np.float64, 1e-300, marks=pytest.mark.xfail(strict=True, reason=TINY_F64_BUG)),
-    pytest.param(np.float32, 1e-40, marks=pytest.mark.xfail(strict=True, reason=SUBNORMAL_F32_BUG)),
+    (np.float64, 1e-160), (np.float64, 1e-300),
+    (np.float32, 1e-40),  # subnormal float32
 ])
 def test_extreme_scales(backend, dtype, scale):
     rng = np.random.default_rng(12)
@@ -325,6 +308,13 @@ def test_extreme_scales(backend, dtype, scale):
     pts = np.unique(pts, axis=0)  # subnormal float32 rounding makes duplicates
     tree = emst(pts, backend=backend)
     info = check_spanning_tree(tree, pts)
+    # relative accuracy of every weight, with no slack but the rounding of a
+    # subnormal result: a power-of-two rescaling of the whole cloud must make
+    # tiny clouds as exact as unit ones
+    src, dst = host(tree.source), host(tree.target)
+    np.testing.assert_allclose(host(tree.weight).astype(np.float64), info["w"][src, dst],
+                               rtol=WEIGHT_RTOL[np.dtype(dtype)],
+                               atol=float(np.finfo(dtype).smallest_subnormal))
     # the same cloud at scale 1 has the same tree (up to rounding)
     unit = emst((pts.astype(np.float64) / scale), backend=backend)
     assert np.isclose(tree.total_weight / scale, unit.total_weight,
@@ -350,19 +340,21 @@ def test_far_from_origin(backend, dtype, offset, spread):
                       rtol=1e-5 if dtype is np.float32 else 1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason=TINY_F64_BUG)
 def test_two_tiny_points_float64(backend):
     """Found by hypothesis: [[0], [6e-192]]."""
     pts = np.array([[0.0], [5.98736972e-192]])
     tree = emst(pts, backend=backend)
     check_spanning_tree(tree, pts)
+    assert host(tree.weight)[0] == pts[1, 0]  # exact: sqrt(x*x) == x after scaling
 
 
-@pytest.mark.xfail(strict=True, reason=SUBNORMAL_F32_BUG)
 def test_subnormal_float32(backend):
     pts = np.array([[0.0], [1e-40], [3e-40]], np.float32)
     tree = emst(pts, backend=backend)
     check_spanning_tree(tree, pts)
+    # subnormal differences are exact, and so is sqrt(x*x) once rescaled
+    assert sorted(host(tree.weight).tolist()) == sorted([pts[1, 0], pts[2, 0] - pts[1, 0]])
+    assert edge_set(tree.source, tree.target) == {(0, 1), (1, 2)}
 
 
 def test_mixed_magnitudes_float64(backend):
