@@ -338,9 +338,14 @@ class _CudaKernelsBase:
         Returns (cand, d2): int32 tree positions and squared distances.
         """
         xp = cls.xp
-        s = cls.init_boruvka(bvh, None, False)
-        cls.find_component_outgoing_edges(bvh, s)
-        return s.cand, s.lower
+        n = bvh.n
+        lower = xp.zeros(n, bvh.dtype)
+        cand = xp.empty(n, np.int32)
+        unused = xp.empty(1, np.uint64)  # the first search reads no radius
+        cls._launch(bvh.dtype, bvh.d, "k_search", n,
+                    (bvh.P, bvh.nodes, bvh.orig, lower, lower, cand, unused, _i32(n)),
+                    False, True)
+        return cand, lower
 
 
 def make_kernel_set(backend, name: str = "CudaKernels"):

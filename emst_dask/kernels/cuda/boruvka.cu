@@ -199,7 +199,7 @@ __global__ void k_morton(const T* __restrict__ pts, int n, const double* __restr
   long long q[D];
 #pragma unroll
   for (int a = 0; a < D; ++a) {
-    double v = __dmul_rn(__dsub_rn((double)pts[(size_t)i * D + a], lo[a]), scale[a]);
+    double v = __dmul_rn(__dsub_rn((double)pts[(long long)i * D + a], lo[a]), scale[a]);
     long long c = (long long)v;  // truncation, as the CPU's int()
     q[a] = c < 0 ? 0 : (c > top ? top : c);
   }
@@ -232,7 +232,7 @@ __global__ void k_gather(const T* __restrict__ pts, const int* __restrict__ perm
                          Pt<T, D>* __restrict__ P) {
   int i = thread_index();
   if (i >= n) return;
-  size_t src = (size_t)perm[i] * D;
+  long long src = (long long)perm[i] * D;
   Pt<T, D> p;
 #pragma unroll
   for (int a = 0; a < D; ++a) p.x[a] = pts[src + a];
@@ -411,6 +411,9 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   T bw = inf;
   int bo = EMST_INT_MAX;
   int bj = -1;
+  // the smallest distance of a subtree pruned for its distance: no foreign
+  // point is nearer than min(bw, pruned) (label-pruned subtrees hold none)
+  T pruned = inf;
 
   // a leaf candidate j
 #define EMST_LEAF(J)                                                                 \
@@ -473,8 +476,10 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
       }
     }
     if (bw < rr) rr = bw;
-    if (goL) goL = !(dL > rr || (dL == bw && degL && orig[cf] > bo));
-    if (goR) goR = !(dR > rr || (dR == bw && degR && orig[g + 1] > bo));
+    if (goL && dL > rr) { goL = false; if (dL < pruned) pruned = dL; }
+    if (goR && dR > rr) { goR = false; if (dR < pruned) pruned = dR; }
+    if (goL) goL = !(dL == bw && degL && orig[cf] > bo);
+    if (goR) goR = !(dR == bw && degR && orig[g + 1] > bo);
     if (goL && goR) {
       if (dL <= dR) {  // nearer first, ties to the left
         StackEntry<T> e; e.f = degR ? ~(g + 1) : (g + 1); e.l = cl; e.split = sR; e.d = dR;
@@ -495,7 +500,8 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
         StackEntry<T> e = stack[--sp];
         bool deg = e.f < 0;
         int f = deg ? ~e.f : e.f;
-        if (e.d > rr || (e.d == bw && deg && orig[f] > bo)) continue;
+        if (e.d > rr) { if (e.d < pruned) pruned = e.d; continue; }
+        if (e.d == bw && deg && orig[f] > bo) continue;
         cf = f; cl = e.l; cs = e.split;
         go = true;
         break;
@@ -504,13 +510,17 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   }
 #undef EMST_LEAF
 
-  // Nothing foreign is nearer than min(best, final radius): every pruned
-  // subtree was beyond the cutoff of its time, and cutoffs only shrink.
-  T r_end = FIRST ? inf : FT<T>::radius(__ldcg(&best[C]));
-  T lb = bw < r_end ? bw : r_end;
+  // Nothing foreign is nearer than min(bw, pruned): subtrees pruned for their
+  // label hold no foreign point, the others are at least `pruned` away, and
+  // the tie-pruned ones at least bw.  bw < pruned certifies bj as i's exact
+  // nearest foreign point under (w, orig) (a tie at `pruned` could hide a
+  // smaller row).  Every candidate that can be its component's shortest
+  // edge (bw <= final radius) is certified: pruned subtrees were beyond
+  // min(radius, bw) of their time, and both only shrink.
+  T lb = bw < pruned ? bw : pruned;
   if (lb > lower[i]) lower[i] = lb;
-  if (bj >= 0 && bw <= r_end) {
-    cand[i] = bj;  // certified: i's exact nearest foreign point
+  if (bj >= 0 && bw < pruned) {
+    cand[i] = bj;
     if (!FIRST) {
       int oi = orig[i];
       u64 key = FT<T>::key(bw, oi < bo ? oi : bo);
@@ -690,7 +700,7 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
   const T inf = FT<T>::inf();
   Pt<T, D> pi = P[i];
   T local[KMAX > 0 ? KMAX : 1];
-  T* kd = KMAX > 0 ? local : scratch + (size_t)i * k;
+  T* kd = KMAX > 0 ? local : scratch + (long long)i * k;
   int m = 0;
 
 #define EMST_KLEAF(J)                                                  \

@@ -1,0 +1,309 @@
+"""The CUDA backend against the paper's reference implementation (issue 3).
+
+For every row of the issue's table: the EMST of the shared dataset (seed 0),
+points already on the device to edges on the device, median of ``--repeats``
+timed runs after a warm-up (device synchronised around each run); our own
+floor on the same data (LBVH build plus one nearest-other-point query for
+every point); the peak device memory the call allocates (CuPy memory pool,
+allocations minus frees, the input excluded); per-phase times of one run
+with the engine's synchronising timers; per-iteration times of one traced
+run.  Writes JSON (device, driver, CuPy version, every number) and prints a
+markdown table.
+
+    python benchmarks/gpu.py                       # the whole table
+    python benchmarks/gpu.py --rows 0,1 --scale 0.01 --repeats 3   # smoke test
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from emst_dask import engine  # noqa: E402
+
+try:
+    from emst_dask import datasets  # noqa: E402
+except ImportError:  # pragma: no cover
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench"))
+    import datasets  # type: ignore  # noqa: E402
+
+#: (dataset, n, d, min_samples, reference seconds, reference floor seconds);
+#: the reference: ArborX 2.1.99 + Kokkos 4.6.1 on the same H100 (issue 3)
+ROWS = [
+    ("uniform", 10_000_000, 3, 1, 0.0688, 0.0132),
+    ("halos", 10_000_000, 3, 1, 0.0568, 0.0131),
+    ("halos", 37_000_000, 3, 1, 0.2085, 0.0439),
+    ("uniform", 100_000_000, 3, 1, 0.7396, 0.1166),
+    ("normal", 100_000_000, 3, 1, 0.6325, 0.1195),
+    ("uniform", 100_000_000, 2, 1, 0.4673, 0.0878),
+    ("uniform", 10_000_000, 3, 16, 0.1672, None),
+    ("halos", 10_000_000, 3, 16, 0.1354, None),
+]
+
+
+def _generate(name, n, d, path):
+    x = datasets.GENERATORS[name](n, dim=d, seed=0)
+    np.save(path, x)
+    return path
+
+
+class PeakHook:
+    """CuPy memory hook: bytes handed out by the pool minus bytes returned."""
+
+    def __new__(cls):
+        import cupy
+
+        class _Peak(cupy.cuda.MemoryHook):
+            name = "PeakHook"
+
+            def __init__(self):
+                self.cur = 0
+                self.peak = 0
+
+            def malloc_postprocess(self, **kw):
+                self.cur += kw["mem_size"]
+                if self.cur > self.peak:
+                    self.peak = self.cur
+
+            def free_postprocess(self, **kw):
+                self.cur -= kw["mem_size"]
+
+        return _Peak()
+
+
+def _timed(fn, sync, repeats):
+    out = []
+    for _ in range(repeats):
+        sync()
+        t = time.perf_counter()
+        fn()
+        sync()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def traced_run(K, pts, min_samples):
+    """The engine's loop with a synchronised timer per phase and iteration."""
+    sync = K.synchronize
+    n = pts.shape[0]
+    per_iter = []
+    sync()
+    t0 = time.perf_counter()
+    bvh = engine.construct_bvh(K, pts, engine.Timers(enabled=False))
+    sync()
+    t_build = time.perf_counter() - t0
+    mrd = min_samples > 1
+    t0 = time.perf_counter()
+    core2 = K.compute_core_distances(bvh, min_samples) if mrd else K.xp.zeros(n, pts.dtype)
+    s = K.init_boruvka(bvh, core2, mrd)
+    sync()
+    t_core = time.perf_counter() - t0
+    edges = 0
+    while edges < n - 1:
+        row = {}
+        for ph in ("reduce_labels", "compute_upper_bounds", "find_component_outgoing_edges",
+                   "reduce_component_minima"):
+            t = time.perf_counter()
+            getattr(K, ph)(bvh, s)
+            sync()
+            row[ph] = time.perf_counter() - t
+        t = time.perf_counter()
+        new = K.merge_components(bvh, s)
+        row["merge_components"] = time.perf_counter() - t
+        row["components_after"] = n - new
+        if hasattr(s, "cand"):
+            row["certified"] = int((s.cand >= 0).sum()) if s.cand is not None else None
+        edges = new
+        per_iter.append(row)
+    K.finalize_edges(bvh, s)
+    return {"build": t_build, "core_or_init": t_core, "iterations": per_iter}
+
+
+def bench_row(K, row, path, repeats, do_floor=True):
+    xp = K.xp
+    on_gpu = xp.__name__ == "cupy"
+
+    name, n, d, ms, ref, ref_floor = row
+    sync = K.synchronize
+    host = np.load(path)
+    n = host.shape[0]
+    pts = xp.asarray(host)
+    del host
+    pool = xp.get_default_memory_pool() if on_gpu else None
+    out = {"dataset": name, "n": n, "d": d, "min_samples": ms,
+           "reference_seconds": ref, "reference_floor_seconds": ref_floor}
+
+    def run():
+        return engine.boruvka(K, pts, ms, timers=engine.Timers(enabled=False))
+
+    res = run()  # warm-up (compiles on the first row of a kind)
+    w = xp.sqrt(res.weight2.astype(np.float64))
+    out["total_weight_scaled"] = float(w.sum())
+    out["n_edges"] = int(res.source.shape[0])
+    assert out["n_edges"] == n - 1
+    out["iterations"] = res.iterations
+    out["components"] = res.components
+    del res, w
+
+    times = _timed(run, sync, repeats)
+    out["seconds_all"] = times
+    out["seconds"] = statistics.median(times)
+    out["mfeatures_per_s"] = n * d / out["seconds"] / 1e6
+
+    # per phase (synchronising timers: one extra sync per phase)
+    res = engine.boruvka(K, pts, ms, timers=engine.Timers(sync=sync))
+    out["phases"] = res.timings
+    del res
+
+    # the engine's own host round trips before the tree: min/max of the points
+    def bounds():
+        K.to_host(pts.min(axis=0))
+        K.to_host(pts.max(axis=0))
+    out["bounds_seconds"] = statistics.median(_timed(bounds, sync, 3))
+
+    if do_floor:
+        def floor():
+            bvh = engine.construct_bvh(K, pts, engine.Timers(enabled=False))
+            K.nearest_other_point(bvh)
+        ft = _timed(floor, sync, repeats)
+        out["floor_seconds_all"] = ft
+        out["floor_seconds"] = statistics.median(ft)
+        out["over_floor"] = out["seconds"] / out["floor_seconds"]
+
+    # peak device memory of one call, the input excluded
+    if on_gpu:
+        pool.free_all_blocks()
+        hook = PeakHook()
+        with hook:
+            res = run()
+            del res
+        out["peak_bytes"] = hook.peak
+        out["peak_bytes_per_point"] = hook.peak / n
+        out["pool_total_bytes_after"] = pool.total_bytes()
+    out["input_bytes_per_point"] = pts.nbytes / n
+
+    # one traced run: per-iteration phase times
+    try:
+        out["trace"] = traced_run(K, pts, ms)
+    except Exception as e:  # the trace is diagnostics only
+        out["trace_error"] = repr(e)
+
+    out["speedup_vs_reference"] = ref / out["seconds"] if ref else None
+    del pts
+    if on_gpu:
+        pool.free_all_blocks()
+    return out
+
+
+def device_info():
+    try:
+        import cupy
+    except ImportError:
+        return {"device": "none (emulated)", "cupy": None}
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=30).stdout.strip()
+    except Exception:
+        smi = None
+    return {"device": name, "nvidia_smi": smi,
+            "driver_version": cupy.cuda.runtime.driverGetVersion(),
+            "runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
+            "cupy": cupy.__version__, "numpy": np.__version__,
+            "python": platform.python_version(),
+            "multiprocessors": props["multiProcessorCount"],
+            "l2_bytes": props["l2CacheSize"]}
+
+
+def markdown(results, info):
+    lines = [f"Device: {info['device']} ({info.get('nvidia_smi')}), CuPy {info['cupy']}", "",
+             "| dataset | n | d | min_samples | ours (s) | our floor (s) | ours/floor | "
+             "reference (s) | ref floor (s) | speed-up vs ref | MFeatures/s | peak B/pt | iterations |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['min_samples']} | "
+                         f"error: {r['error'][:60]} |||||||||")
+            continue
+        def fmt(v, spec):
+            return "" if v is None else format(v, spec)
+        lines.append(
+            f"| {r['dataset']} | {r['n'] / 1e6:g}M | {r['d']} | {r['min_samples']} | "
+            f"{r['seconds']:.4f} | {fmt(r.get('floor_seconds'), '.4f')} | "
+            f"{fmt(r.get('over_floor'), '.2f')} | {r['reference_seconds']:.4f} | "
+            f"{fmt(r['reference_floor_seconds'], '.4f')} | "
+            f"{r['speedup_vs_reference']:.2f}x | {r['mfeatures_per_s']:.0f} | "
+            f"{fmt(r.get('peak_bytes_per_point'), '.1f')} | {r['iterations']} |")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", default=None, help="comma-separated row indices (default: all)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every n (smoke tests)")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "h100.json"))
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--workers", type=int, default=6)
+    a = p.parse_args()
+
+    if os.environ.get("EMST_BENCH_EMULATE"):  # smoke test of this script without a GPU
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+        from cuda_emu import emulated_kernels
+        K = emulated_kernels()
+    else:
+        from emst_dask.kernels.cuda_set import CudaKernels as K
+
+    rows = [ROWS[int(i)] for i in a.rows.split(",")] if a.rows else list(ROWS)
+    rows = [(nm, max(2, int(n * a.scale)), d, ms, ref, rf) for nm, n, d, ms, ref, rf in rows]
+    data_dir = a.data_dir or tempfile.mkdtemp(prefix="emst_bench_")
+    # generate every distinct dataset once, in parallel processes, while the
+    # first rows already run
+    keys = []
+    for nm, n, d, *_ in rows:
+        if (nm, n, d) not in keys:
+            keys.append((nm, n, d))
+    pool = cf.ProcessPoolExecutor(max_workers=min(a.workers, len(keys)))
+    futures = {k: pool.submit(_generate, k[0], k[1], k[2],
+                              os.path.join(data_dir, f"{k[0]}_{k[1]}_{k[2]}.npy")) for k in keys}
+    info = device_info()
+    results = []
+    for row in rows:
+        path = futures[(row[0], row[1], row[2])].result()
+        t = time.perf_counter()
+        try:
+            r = bench_row(K, row, path, a.repeats, do_floor=True)
+        except Exception as e:  # keep the other rows
+            import traceback
+            traceback.print_exc()
+            r = {"dataset": row[0], "n": row[1], "d": row[2], "min_samples": row[3],
+                 "error": repr(e)}
+        r["wall_seconds_for_row"] = time.perf_counter() - t
+        results.append(r)
+        print(json.dumps({k: v for k, v in r.items() if k not in ("trace", "phases")}),
+              flush=True)
+    pool.shutdown()
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"info": info, "repeats": a.repeats, "scale": a.scale, "rows": results},
+                  f, indent=1)
+    print()
+    print(markdown(results, info))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The CUDA kernels' logic, without a GPU: the emulator (``cuda_emu``).
+
+``boruvka.cu`` compiled as C++ with sequential threads, driven by the real
+``cuda_set`` orchestration on numpy arrays.  This keeps the CUDA backend's
+algorithm (tree layout, label walk, certified candidates, tie passes, merge)
+under CI, where no GPU exists.  Races are the GPU tests' business
+(``test_cuda.py``).  Skipped when no C++ compiler is found.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import emst_dask.api as api
+from emst_dask import emst
+from emst_dask.kernels import get_kernels
+from cuda_emu import emulated_kernels
+from oracle import check_spanning_tree, edge_set, host
+
+K = emulated_kernels()
+pytestmark = pytest.mark.skipif(K is None, reason="no C++ compiler for the CUDA emulator")
+
+
+@pytest.fixture
+def emulated_cuda(monkeypatch):
+    real = get_kernels
+    monkeypatch.setattr(api, "get_kernels", lambda b: K if b == "cuda" else real(b))
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    yield "uniform3f32", rng.random((400, 3)).astype(np.float32), 1
+    yield "uniform2f64", rng.random((400, 2)), 1
+    yield "uniform7f64", rng.random((200, 7)), 1
+    yield "duplicates", np.repeat(rng.random((50, 3)), 6, axis=0).astype(np.float32), 1
+    yield "all_equal", np.zeros((100, 2), np.float32), 1
+    g = np.stack(np.meshgrid(np.arange(12), np.arange(12)), -1).reshape(-1, 2)
+    yield "lattice", g.astype(np.float64), 1
+    yield "collinear", np.outer(rng.random(300), [1.0, 2.0, 3.0]).astype(np.float32), 1
+    yield "mrd5", rng.random((300, 3)).astype(np.float32), 5
+    yield "mrd16_dups", np.repeat(rng.random((60, 2)), 4, axis=0), 16
+    yield "mrd100", rng.random((200, 3)).astype(np.float32), 100  # global-scratch k-NN
+
+
+@pytest.mark.parametrize("name,pts,min_samples", list(_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_emulated_cuda_kernels(emulated_cuda, name, pts, min_samples):
+    tree = emst(pts, min_samples=min_samples, backend="cuda")
+    check_spanning_tree(tree, pts, min_samples)
+    cpu = emst(pts, min_samples=min_samples, backend="cpu")
+    assert edge_set(tree.source, tree.target) == edge_set(cpu.source, cpu.target)
+    if min_samples > 1:
+        np.testing.assert_array_equal(host(tree.core_distances), cpu.core_distances)
+
+
+def test_emulated_chain(emulated_cuda):
+    n = 50_000
+    x = np.concatenate([[0.0], np.cumsum(1.0 + np.arange(n - 1) * 1e-5)])
+    pts = np.stack([x, np.zeros(n)], axis=1)
+    tree = emst(pts, backend="cuda")
+    assert tree.iterations == 1
+    assert abs(tree.total_weight - x[-1]) <= 1e-9 * x[-1]
