@@ -638,8 +638,12 @@ __global__ void k_merge_roots(const Pt<T, D>* __restrict__ P, int* aux, u64* bes
 }
 
 // k_merge_jump: every representative finds its root, halving paths as it
-// goes (concurrent halving only ever moves a pointer to an ancestor), so
-// long chains cost O(log) passes, not O(length) walks each.
+// goes, so long chains cost O(log) passes, not O(length) walks each.  The
+// halving step is a CAS from the value read to that value's own pointer: a
+// pointer only ever moves further up, so the root a thread stores into its
+// own slot at the end can never be replaced by a lower ancestor (a plain
+// store there would let a slow walker overwrite it; that race gave wrong
+// labels on the GPU, never in the sequential emulator).
 template <typename T, int D>
 __global__ void k_merge_jump(const Pt<T, D>* __restrict__ P, int* aux, int n) {
   int C = thread_index();
@@ -651,7 +655,7 @@ __global__ void k_merge_jump(const Pt<T, D>* __restrict__ P, int* aux, int n) {
     if (y == x) break;
     int z = __ldcg(&aux[y]);
     if (z == y) { x = y; break; }
-    aux[x] = z;
+    atomicCAS(&aux[x], y, z);
     x = z;
   }
   aux[C] = x;
