@@ -105,6 +105,20 @@ def exact_scale(lo: np.ndarray, hi: np.ndarray, dtype) -> int:
     return min(-e_ext, top - e_big)
 
 
+def bounds(K, points):
+    """Per-axis (min, max) of the points, float64 on the host.
+
+    The kernel set's own ``bounds`` when it has one: CuPy's axis-0 min/max
+    of an (n, d) array take about 3 ms per million points each.
+    """
+    f = getattr(K, "bounds", None)
+    if f is not None:
+        return f(points)
+    lo = K.to_host(points.min(axis=0)).astype(np.float64)
+    hi = K.to_host(points.max(axis=0)).astype(np.float64)
+    return lo, hi
+
+
 def construct_bvh(K, points, timers: Timers):
     """Morton codes, stable sort and the radix tree with its boxes.
 
@@ -114,8 +128,7 @@ def construct_bvh(K, points, timers: Timers):
     xp = K.xp
     n, d = points.shape
     timers.start()
-    lo = K.to_host(points.min(axis=0)).astype(np.float64)
-    hi = K.to_host(points.max(axis=0)).astype(np.float64)
+    lo, hi = bounds(K, points)
     bits = 63 // d
     ext = hi - lo
     with np.errstate(divide="ignore"):
@@ -151,8 +164,7 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
         core2 = xp.zeros(n, dtype) if min_samples > 1 else None
         return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 0, 0, [n], {})
 
-    lo = K.to_host(points.min(axis=0)).astype(np.float64)
-    hi = K.to_host(points.max(axis=0)).astype(np.float64)
+    lo, hi = bounds(K, points)
     exponent = exact_scale(lo, hi, dtype)
     if exponent:
         # ldexp is exact, subnormal float32 inputs included

@@ -48,6 +48,8 @@ inline int atomicCAS(int* a, int c, int v) { int o = *a; if (o == c) *a = v; ret
 inline u32 atomicMin(u32* a, u32 v) { u32 o = *a; if (v < o) *a = v; return o; }
 inline u64 atomicMin(u64* a, u64 v) { u64 o = *a; if (v < o) *a = v; return o; }
 inline int atomicAdd(int* a, int v) { int o = *a; *a = o + v; return o; }
+inline u32 atomicMax(u32* a, u32 v) { u32 o = *a; if (v > o) *a = v; return o; }
+inline u64 atomicMax(u64* a, u64 v) { u64 o = *a; if (v > o) *a = v; return o; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -87,8 +87,8 @@ def expr(name: str, dtype, d: int, *extra) -> str:
     return f"{name}<{', '.join(args)}>"
 
 
-_CORE = ("k_sizes", "k_morton", "k_delta", "k_gather", "k_build", "k_climb", "k_winner",
-         "k_merge_next", "k_merge_roots", "k_merge_jump", "k_relabel")
+_CORE = ("k_sizes", "k_minmax", "k_morton", "k_delta", "k_gather", "k_build", "k_climb",
+         "k_select", "k_winner", "k_merge_next", "k_merge_roots", "k_merge_jump", "k_relabel")
 
 
 def expressions(dtype, d: int, part: str) -> list[str]:
@@ -170,6 +170,20 @@ def _i32(v):
     return np.int32(v)
 
 
+#: threads of the grid-stride bounding-box kernel (about two waves on an H100)
+BOUNDS_THREADS = 1 << 19
+
+
+def _ordered_to_float(u: np.ndarray, dtype) -> np.ndarray:
+    """Invert the kernels' order-preserving float -> unsigned map."""
+    dt = np.dtype(dtype)
+    ut = np.uint32 if dt == np.float32 else np.uint64
+    u = u.astype(ut)
+    top = ut(1) << ut(8 * dt.itemsize - 1)
+    b = np.where(u & top, u ^ top, ~u).astype(ut)
+    return b.view(dt)
+
+
 class _CudaKernelsBase:
     """Kernel set of the CUDA backend (see ``emst_dask.engine``)."""
 
@@ -191,6 +205,23 @@ class _CudaKernelsBase:
         cls._be.launch(bvh_or_dtype, d, name, extra, nthreads, args)
 
     # -- construction --------------------------------------------------------
+    @classmethod
+    def bounds(cls, points):
+        """Per-axis (min, max) of the points: float64 host arrays.
+
+        One grid-stride kernel with integer atomics on order-preserving
+        encodings, one device-to-host read.
+        """
+        xp = cls.xp
+        pts = xp.ascontiguousarray(points)
+        n, d = pts.shape
+        dt = pts.dtype
+        u = np.uint32 if dt == np.float32 else np.uint64
+        out = xp.asarray(np.concatenate([np.full(d, np.iinfo(u).max, u), np.zeros(d, u)]))
+        cls._launch(dt, d, "k_minmax", min(n, BOUNDS_THREADS), (pts, _i32(n), out))
+        h = _ordered_to_float(np.asarray(cls.to_host(out)), dt).astype(np.float64)
+        return h[:d], h[d:]
+
     @classmethod
     def morton_codes(cls, points, lo, scale, bits):
         xp = cls.xp
@@ -258,7 +289,8 @@ class _CudaKernelsBase:
             mrd=bool(mrd), core2=core2 if mrd else lower, lower=lower,
             cand=xp.empty(n, np.int32), best=best, key2=key2,
             edges=best if dt == np.float32 else key2,
-            counter=xp.zeros(1, np.int32), it=0, n_edges=0)
+            counter=xp.zeros(1, np.int32), count=xp.zeros(1, np.int32),
+            it=0, n_edges=0)
 
     @classmethod
     def reduce_labels(cls, bvh, s):
@@ -277,9 +309,17 @@ class _CudaKernelsBase:
 
     @classmethod
     def find_component_outgoing_edges(cls, bvh, s):
+        n = _i32(bvh.n)
+        first = s.it == 0
+        if not first:
+            # the points that must search, compacted into aux[] (at rest -1;
+            # the search puts every slot it reads back to -1)
+            s.count.fill(0)
+            cls._launch(bvh.dtype, bvh.d, "k_select", bvh.n,
+                        (bvh.P, s.cand, s.lower, s.best, bvh.aux, s.count, n))
         cls._launch(bvh.dtype, bvh.d, "k_search", bvh.n,
                     (bvh.P, bvh.nodes, bvh.orig, s.core2, s.lower, s.cand, s.best,
-                     _i32(bvh.n)), s.mrd, s.it == 0)
+                     n, bvh.aux, s.count), s.mrd, first)
 
     @classmethod
     def reduce_component_minima(cls, bvh, s):
@@ -342,9 +382,10 @@ class _CudaKernelsBase:
         lower = xp.zeros(n, bvh.dtype)
         cand = xp.empty(n, np.int32)
         unused = xp.empty(1, np.uint64)  # the first search reads no radius
+        nolist = xp.zeros(1, np.int32)   # nor a work list
         cls._launch(bvh.dtype, bvh.d, "k_search", n,
-                    (bvh.P, bvh.nodes, bvh.orig, lower, lower, cand, unused, _i32(n)),
-                    False, True)
+                    (bvh.P, bvh.nodes, bvh.orig, lower, lower, cand, unused, _i32(n),
+                     nolist, nolist), False, True)
         return cand, lower
 
 

@@ -188,6 +188,64 @@ __global__ void k_sizes(int* out) {
 }
 
 // ---------------------------------------------------------------------------
+// 0. the cloud's bounding box (the engine asks for it before anything else;
+// CuPy's axis-0 reductions of an (n, d) array are slow).  Floats map to
+// unsigned integers in the same order, so min/max are integer atomics.
+// ---------------------------------------------------------------------------
+template <typename T> struct Ord;
+template <> struct Ord<float> {
+  typedef u32 type;
+  static __device__ __forceinline__ u32 of(float x) {
+    u32 b = __float_as_uint(x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  }
+};
+template <> struct Ord<double> {
+  typedef u64 type;
+  static __device__ __forceinline__ u64 of(double x) {
+    u64 b = (u64)__double_as_longlong(x);
+    return (b & 0x8000000000000000ULL) ? ~b : (b | 0x8000000000000000ULL);
+  }
+};
+
+// out[0..D) = ordered minimum per axis, out[D..2D) = ordered maximum; out
+// must hold (all ones, zeros).  Grid-stride over the points.
+template <typename T, int D>
+__global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type* out) {
+  typedef typename Ord<T>::type U;
+  int t = thread_index();
+  int stride = (int)(gridDim.x * blockDim.x);
+  U lo[D], hi[D];
+#pragma unroll
+  for (int a = 0; a < D; ++a) { lo[a] = ~(U)0; hi[a] = 0; }
+  for (int i = t; i < n; i += stride) {
+#pragma unroll
+    for (int a = 0; a < D; ++a) {
+      U v = Ord<T>::of(pts[(long long)i * D + a]);
+      if (v < lo[a]) lo[a] = v;
+      if (v > hi[a]) hi[a] = v;
+    }
+  }
+#ifndef EMST_EMULATE
+  for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+    for (int a = 0; a < D; ++a) {
+      U l = __shfl_xor_sync(0xffffffffu, lo[a], off);
+      U h = __shfl_xor_sync(0xffffffffu, hi[a], off);
+      if (l < lo[a]) lo[a] = l;
+      if (h > hi[a]) hi[a] = h;
+    }
+  }
+  if ((threadIdx.x & 31) != 0) return;
+#endif
+#pragma unroll
+  for (int a = 0; a < D; ++a) {
+    atomicMin(&out[a], lo[a]);
+    atomicMax(&out[D + a], hi[a]);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // 1. Morton codes (64-bit, `bits` per axis, axis 0 most significant)
 // ---------------------------------------------------------------------------
 template <typename T, int D>
@@ -379,6 +437,38 @@ __global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__
 }
 
 // ---------------------------------------------------------------------------
+// 4b. the work list of the search (iterations after the first): the points
+// with no still-foreign certified candidate whose lower bound does not
+// exceed their component's radius.  Appended warp by warp (one atomicAdd a
+// warp, lanes in order), so the search runs dense, mostly Morton-coherent
+// warps instead of warps where a few lanes search and the rest wait.
+// ---------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void k_select(const Pt<T, D>* __restrict__ P, const int* __restrict__ cand,
+                         const T* __restrict__ lower, const u64* __restrict__ best,
+                         int* __restrict__ list, int* count, int n) {
+  int i = thread_index();
+  bool need = false;
+  if (i < n && cand[i] < 0) {
+    int C = P[i].label;
+    need = !(lower[i] > FT<T>::radius(best[C]));
+  }
+#ifdef EMST_EMULATE
+  if (need) list[atomicAdd(count, 1)] = i;
+#else
+  unsigned active = __activemask();
+  unsigned mask = __ballot_sync(active, need);
+  if (mask == 0) return;
+  int lane = (int)(threadIdx.x & 31);
+  int leader = __ffs(mask) - 1;
+  int base = 0;
+  if (lane == leader) base = atomicAdd(count, __popc(mask));
+  base = __shfl_sync(active, base, leader);
+  if (need) list[base + __popc(mask & ((1u << lane) - 1u))] = i;
+#endif
+}
+
+// ---------------------------------------------------------------------------
 // 5. the search: every point's nearest point in another component, under
 // (w, orig_j).  One thread per point, in tree order.  FIRST: the first
 // iteration, every point its own component: a plain nearest-other-point query.
@@ -395,17 +485,24 @@ template <typename T, int D, bool MRD, bool FIRST>
 __global__ void __launch_bounds__(256)
 k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
          const int* __restrict__ orig, const T* __restrict__ core2, T* __restrict__ lower,
-         int* __restrict__ cand, u64* best, int n) {
+         int* __restrict__ cand, u64* best, int n, int* list, const int* count) {
   int i = thread_index();
-  if (i >= n) return;
+  if (FIRST) {
+    if (i >= n) return;
+  } else {
+    // later iterations: the k_select work list, which lives in aux[]; each
+    // slot is put back to -1 (aux's resting value) once read
+    int t = i;
+    if (t >= *count) return;
+    i = list[t];
+    list[t] = -1;
+  }
   const T inf = FT<T>::inf();
   Pt<T, D> pi = P[i];
   const int C = FIRST ? i : pi.label;
-  T r_shared = inf;
   if (!FIRST) {
-    if (cand[i] >= 0) return;  // certified and still foreign: k_bounds used it
-    r_shared = FT<T>::radius(__ldcg(&best[C]));
-    if (lower[i] > r_shared) return;  // cand[i] is -1
+    // the radius may have shrunk since the selection
+    if (lower[i] > FT<T>::radius(__ldcg(&best[C]))) return;  // cand[i] is -1
   }
   const T ci = MRD ? core2[i] : (T)0;
   T bw = inf;
