@@ -10,13 +10,17 @@ from .validation import as_points, check_min_samples
 
 
 def emst(points, *, min_samples: int = 1, backend: str = "auto",
-         sort_by_weight: bool = False, progress=None) -> SpanningTree:
+         sort_by_weight: bool = False, progress=None, client=None, out=None,
+         columns=None, array=None, **service_options):
     """Exact Euclidean (or mutual-reachability) minimum spanning tree.
 
     Parameters
     ----------
     points : (n, d) array-like of float32/float64 (numpy or cupy), 1 <= d <= 8.
         Integer input is converted to float64.  NaN or inf is refused.
+        Also (the Dask service, ``emst_dask.service.emst``): the path or URL
+        of a Zarr store (v2 or v3) or .npy file, a ``zarr.Array`` or
+        ``zarr.Group``, or a dask array.
     min_samples : int, default 1
         HDBSCAN*'s k_pts, counting the point itself: the core distance of a
         point is the distance to its ``min_samples``-th nearest neighbour,
@@ -31,13 +35,37 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
     progress : callable(phase, **info), optional
         Called after the core distances and after every Borůvka iteration.
 
+    client : distributed.Client, scheduler address or file, False, or None
+        Run the job on a Dask worker (``emst_dask.service``).  None: in this
+        process for in-memory points; for other sources the default Client
+        if one exists, else an embedded cluster (LocalCUDACluster with GPUs,
+        LocalCluster of CPU workers without) for the call.  False: in this
+        process.
+    out : path, URL or zarr store, optional
+        The worker writes the edges there (a Zarr edge store, or ``.npy``)
+        and an ``emst_dask.store.EdgeStore`` is returned instead of a tree.
+    columns, array : select the coordinate arrays of a Zarr group.
+    **service_options : passed to ``emst_dask.service.emst`` (``overwrite``,
+        ``name``, ``storage_options``, ``zarr_format``, ``chunk_rows``,
+        ``threads``, ``timeout``).
+
     Returns
     -------
     SpanningTree
         ``n - 1`` edges (``source``, ``target``: int64 input rows; ``weight``:
         the input float type); numpy arrays, or cupy arrays for the CUDA
-        backend.
+        backend (host arrays when a Dask worker computed them).
+    EdgeStore
+        With ``out=``.
     """
+    if (client is not None or out is not None or columns is not None
+            or array is not None or service_options or not _in_memory(points)):
+        from . import service
+
+        return service.emst(points, client=client, out=out, min_samples=min_samples,
+                            backend=backend, sort_by_weight=sort_by_weight,
+                            progress=progress, columns=columns, array=array,
+                            **service_options)
     pts = as_points(points)
     n, d = pts.shape
     k = check_min_samples(min_samples, n)
@@ -55,6 +83,17 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
                         core, n, d, k, name, res.iterations, res.components,
                         res.timings)
     return tree.sorted_by_weight() if sort_by_weight else tree
+
+
+def _in_memory(points) -> bool:
+    """numpy/cupy arrays and plain array-likes (lists) take the direct path;
+    paths, zarr objects and dask arrays go to the service."""
+    import os
+
+    if isinstance(points, (str, os.PathLike)):
+        return False
+    mod = type(points).__module__ or ""
+    return not (mod.startswith("dask") or mod.startswith("zarr"))
 
 
 def _unscale(xp, w2, exponent, dtype):

@@ -1,0 +1,160 @@
+"""Progress of a job as the client sees it.
+
+A job reports ``(phase, info)`` pairs; on a Dask worker they travel as Dask
+events (``Worker.log_event`` on the job's topic, ``Client.subscribe_topic``
+in the client), in one process they are plain calls.  Phases, in order:
+
+=================  ============================================================
+``start``          n, d, backend, worker
+``read``           rows, total, blocks, block: reading and staging
+``tree``           building the tree (LBVH) starts
+``core_distances`` k (mutual reachability only)
+``iteration``      iteration, components: one Borůvka iteration done
+``write``          rows, total: writing the edge store
+``done``           seconds, total_weight, n_edges
+``error``          message
+=================  ============================================================
+
+``ProgressBar`` turns them into one tqdm bar that changes with the phase:
+rows read, edges found (n - components of n - 1, with the iteration and
+component count), rows written.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+class ProgressBar:
+    """A tqdm bar driven by ``bar(phase, **info)``; thread-safe."""
+
+    def __init__(self, label: str = "emst", file=None, leave: bool = True,
+                 mininterval: float = 0.2):
+        from tqdm.auto import tqdm
+
+        self._tqdm = tqdm
+        self.label = label
+        self.file = file if file is not None else sys.stderr
+        self.leave = leave
+        self.mininterval = mininterval
+        self.bar = None
+        self.phase = None
+        self.n = None
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+
+    def _open(self, desc, total, unit):
+        if self.bar is None:
+            self.bar = self._tqdm(total=total, desc=desc, unit=unit, file=self.file,
+                                  leave=self.leave, mininterval=self.mininterval,
+                                  dynamic_ncols=True, unit_scale=True)
+        else:
+            self.bar.reset(total=total)
+            self.bar.total = total
+            self.bar.unit = unit
+            self.bar.set_postfix_str("", refresh=False)
+            self.bar.set_description_str(desc, refresh=False)
+
+    def __call__(self, phase, **info):
+        with self.lock:
+            self._update(phase, info)
+
+    def _update(self, phase, info):
+        if phase == "start":
+            self.n = info.get("n")
+            self._open(f"{self.label}: start", None, "it")
+            self.bar.set_postfix_str(
+                f"n={info.get('n')} d={info.get('d')} backend={info.get('backend')}",
+                refresh=True)
+        elif phase == "read":
+            if self.phase != "read":
+                self._open(f"{self.label}: read", info.get("total"), "rows")
+            self.bar.n = info.get("rows", 0)
+            self.bar.refresh()
+        elif phase in ("tree", "core_distances"):
+            desc = "tree build" if phase == "tree" else "core distances"
+            self._open(f"{self.label}: {desc}", None, "it")
+            self.bar.refresh()
+        elif phase in ("iteration", "frozen"):
+            n = self.n or 0
+            if self.phase not in ("iteration", "frozen"):
+                self._open(f"{self.label}: boruvka", max(n - 1, 0), "edges")
+            comps = int(info.get("components", 0))
+            self.bar.set_description_str(
+                f"{self.label}: boruvka iteration {info.get('iteration', '')}", refresh=False)
+            self.bar.set_postfix_str(f"components={comps}", refresh=False)
+            self.bar.n = max(n - comps, 0)
+            self.bar.refresh()
+        elif phase == "write":
+            if self.phase != "write":
+                self._open(f"{self.label}: write", info.get("total"), "rows")
+            self.bar.n = info.get("rows", 0)
+            self.bar.refresh()
+        elif phase in ("done", "error"):
+            if self.bar is None:
+                self._open(self.label, None, "it")
+            if phase == "done":
+                self.bar.set_description_str(f"{self.label}: done", refresh=False)
+                self.bar.set_postfix_str(
+                    f"edges={info.get('n_edges')} total_weight={info.get('total_weight')} "
+                    f"seconds={info.get('seconds', 0):.2f}", refresh=False)
+            else:
+                self.bar.set_description_str(f"{self.label}: failed", refresh=False)
+                self.bar.set_postfix_str(str(info.get("message", ""))[:120], refresh=False)
+            self.close()
+            self.finished.set()
+        self.phase = phase
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.refresh()
+            self.bar.close()
+
+
+class Relay:
+    """Call ``callback(phase, **info)`` for every event on a Dask topic.
+
+    Subscribes before the job is submitted; ``wait_done`` waits (bounded)
+    for the job's last event, which may arrive just after its result.
+    """
+
+    def __init__(self, client, topic: str, callback):
+        self.client = client
+        self.topic = topic
+        self.callback = callback
+        self.last = None
+        self.done = threading.Event()
+        client.subscribe_topic(topic, self._handle)
+
+    def _handle(self, event):
+        _, msg = event
+        if not isinstance(msg, dict):
+            return
+        msg = dict(msg)
+        phase = msg.pop("phase", None)
+        msg.pop("job", None)
+        msg.pop("time", None)
+        if phase != "start":
+            msg.pop("worker", None)  # the scheduler stamps every worker event
+        if phase is None:
+            return
+        self.last = phase
+        try:
+            self.callback(phase, **msg)
+        finally:
+            if phase in ("done", "error"):
+                self.done.set()
+
+    def wait_done(self, timeout: float = 5.0):
+        self.done.wait(timeout)
+
+    def close(self):
+        try:
+            self.client.unsubscribe_topic(self.topic)
+        except Exception:  # the client may already be closing
+            pass
+
+
+def now() -> float:
+    return time.time()

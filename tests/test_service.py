@@ -1,0 +1,325 @@
+"""The Dask service on a LocalCluster of CPU worker processes: Zarr layouts
+v2/v3, edge stores written by the workers, dask arrays, progress events,
+task names per phase, one job per worker in a batch, errors that name the
+place, and the embedded default cluster."""
+from __future__ import annotations
+
+import io as _pyio
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+import emst_dask
+from emst_dask import service
+from emst_dask.service import EmbeddedCluster, emst_many, get_job, list_jobs, submit
+from emst_dask.store import EdgeStore, open_edges
+from emst_dask.validation import InputError
+from service_util import assert_same_tree, cloud, no_tmp_siblings, write_snapshot
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # two single-threaded worker processes, one numba thread each (2-core CI)
+    with EmbeddedCluster(n_workers=2, backend="cpu", env={"NUMBA_NUM_THREADS": "1"}) as emb:
+        yield emb
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    return cluster.client
+
+
+@pytest.fixture(scope="module")
+def pts():
+    return cloud(1200, 3, seed=5)
+
+
+@pytest.fixture(scope="module")
+def ref(pts):
+    return emst_dask.emst(pts, backend="cpu")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("layout", ["array", "columns"])
+def test_zarr_layouts_on_workers(client, tmp_path, pts, ref, layout, zarr_format):
+    path = write_snapshot(tmp_path / "snap.zarr", pts, layout=layout, zarr_format=zarr_format,
+                          chunk_rows=300)
+    tree = emst_dask.emst(path, client=client)
+    assert isinstance(tree, emst_dask.SpanningTree) and isinstance(tree.source, np.ndarray)
+    assert_same_tree(tree, pts, reference=ref)
+    assert "read" in tree.timings and "emst" in tree.timings
+
+
+def test_output_store_written_by_worker(client, tmp_path, pts, ref):
+    path = write_snapshot(tmp_path / "snap.zarr", pts, layout="columns", zarr_format=3)
+    out = tmp_path / "edges.zarr"
+    st = emst_dask.emst(path, client=client, out=out, columns=("x", "y", "z"))
+    assert isinstance(st, EdgeStore) and st.path == str(out)
+    again = open_edges(out)
+    assert again.attrs["input"] == f"{path}[x,y,z]"
+    assert again.attrs["n"] == 1200 and again.attrs["d"] == 3
+    assert again.attrs["total_weight"] == ref.total_weight
+    assert again.attrs["version"] == emst_dask.__version__
+    assert set(again.attrs["timings"]) >= {"read", "emst", "write"}
+    assert_same_tree(again, pts, reference=ref)
+    assert no_tmp_siblings(out)
+    with pytest.raises(InputError, match="already exists"):
+        emst_dask.emst(path, client=client, out=out)
+    # zarr v2 edge store, sorted, mutual reachability
+    st = emst_dask.emst(path, client=client, out=tmp_path / "k4.zarr", min_samples=4,
+                        sort_by_weight=True, zarr_format=2)
+    t4 = assert_same_tree(st, pts, 4)
+    assert np.all(np.diff(t4.weight) >= 0)
+    assert open_edges(tmp_path / "k4.zarr").core_distances.shape == (1200,)
+
+
+def test_dask_and_numpy_sources(client, tmp_path, pts, ref):
+    import dask.array as da
+
+    path = write_snapshot(tmp_path / "snap.zarr", pts, layout="bare", zarr_format=2)
+    arr = da.from_zarr(path)
+    assert_same_tree(emst_dask.emst(arr, client=client), pts, reference=ref)
+    persisted = client.persist(da.from_array(pts, chunks=(500, 2)) * 1.0)
+    assert_same_tree(emst_dask.emst(persisted, client=client), pts, reference=ref)
+    st = emst_dask.emst(pts, client=client, out=tmp_path / "np.zarr")
+    assert_same_tree(st, pts, reference=ref)
+    # a zarr object rather than a path
+    assert_same_tree(emst_dask.emst(zarr.open_array(path, mode="r"), client=client), pts,
+                     reference=ref)
+
+
+def test_progress_events_and_bar(client, tmp_path, pts, ref, capsys):
+    path = write_snapshot(tmp_path / "snap.zarr", pts)
+    seen = []
+    emst_dask.emst(path, client=client, out=tmp_path / "e.zarr",
+                   progress=lambda phase, **info: seen.append((phase, info)))
+    phases = [p for p, _ in seen]
+    assert phases[0] == "start" and phases[-1] == "done"
+    assert phases.index("read") < phases.index("tree") < phases.index("iteration") \
+        < phases.index("write")
+    its = [i for p, i in seen if p == "iteration"]
+    assert [i["iteration"] for i in its] == list(range(1, ref.iterations + 1))
+    assert its[-1]["components"] == 1 and its[0]["components"] < 1200
+    assert seen[0][1]["n"] == 1200 and seen[0][1]["worker"].startswith("tcp://")
+    reads = [i for p, i in seen if p == "read"]
+    assert reads[-1]["rows"] == reads[-1]["total"] == 1200
+    capsys.readouterr()
+    emst_dask.emst(path, client=client, progress=True)
+    err = capsys.readouterr().err
+    assert "read" in err and "boruvka iteration" in err and "components=1" in err
+    assert "done" in err
+
+
+def test_task_names_per_phase(client, tmp_path, pts):
+    path = write_snapshot(tmp_path / "snap.zarr", pts)
+    with distributed.get_task_stream(client) as ts:
+        emst_dask.emst(path, client=client, out=tmp_path / "e.zarr", name="phases")
+    keys = sorted(t["key"] for t in ts.data)
+    prefixes = [k.rsplit("-", 2)[0] for k in keys if k.endswith("-phases")]
+    assert sorted(prefixes) == ["emst-boruvka", "emst-read", "emst-write"], keys
+    # the dashboard groups tasks by prefix
+    groups = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert {"emst-read", "emst-boruvka", "emst-write"} <= set(groups)
+
+
+def test_batch_one_job_per_worker(client, tmp_path, pts):
+    clouds = [cloud(900 + 100 * i, 3, seed=20 + i) for i in range(5)]
+    paths = [write_snapshot(tmp_path / f"s{i}.zarr", c, chunk_rows=256)
+             for i, c in enumerate(clouds)]
+    outs = [tmp_path / f"e{i}.zarr" for i in range(5)]
+    with distributed.get_task_stream(client) as ts:
+        stores = emst_many(paths, outs, client=client)
+    assert [s.path for s in stores] == [str(o) for o in outs]
+    for st, c in zip(stores, clouds):
+        assert_same_tree(st, c)
+    # per worker, the jobs' [first start, last stop] intervals never overlap
+    spans = {}
+    for t in ts.data:
+        token = t["key"].split("-")[2]
+        start = min(s["start"] for s in t["startstops"])
+        stop = max(s["stop"] for s in t["startstops"])
+        w = t["worker"]
+        lo, hi = spans.get((w, token), (start, stop))
+        spans[(w, token)] = (min(lo, start), max(hi, stop))
+    assert len({tok for _, tok in spans}) == 5
+    assert len({w for w, _ in spans}) == 2, "both workers take jobs"
+    for w in {w for w, _ in spans}:
+        iv = sorted(v for (ww, _), v in spans.items() if ww == w)
+        for (a0, a1), (b0, b1) in zip(iv, iv[1:]):
+            assert a1 <= b0, f"two jobs at once on {w}"
+    # trees back, and errors in place
+    bad = tmp_path / "bad.zarr"
+    b = clouds[0].copy()
+    b[700, 1] = np.nan
+    write_snapshot(bad, b, chunk_rows=256)
+    res = emst_many([paths[0], bad, tmp_path / "missing.zarr", paths[1]], client=client,
+                    errors="return")
+    assert_same_tree(res[0], clouds[0])
+    assert isinstance(res[1], InputError) and "chunk 2 (rows 512-767)" in str(res[1])
+    assert isinstance(res[2], InputError) and "missing.zarr" in str(res[2])
+    assert_same_tree(res[3], clouds[1])
+    with pytest.raises(InputError, match="first bad row is 700"):
+        emst_many([paths[0], bad], client=client)
+
+
+def test_bad_inputs_name_the_place(client, tmp_path, pts):
+    missing = tmp_path / "missing.zarr"
+    with pytest.raises(InputError, match=f"{missing}: no such file or Zarr store"):
+        emst_dask.emst(str(missing), client=client, out=tmp_path / "never.zarr")
+    assert not (tmp_path / "never.zarr").exists()
+    zarr.create_array(tmp_path / "r1.zarr", shape=(10,), dtype="f4")
+    with pytest.raises(InputError, match="r1.zarr must be a 2-D array"):
+        emst_dask.emst(tmp_path / "r1.zarr", client=client)
+    zarr.create_array(tmp_path / "c.zarr", shape=(10, 3), dtype="c8")
+    with pytest.raises(InputError, match="c.zarr has non-numeric dtype complex64"):
+        emst_dask.emst(tmp_path / "c.zarr", client=client)
+    # NaN inside a chunk: found on the worker before the kernels, no store left
+    bad = pts.copy()
+    bad[[401, 1100], 2] = np.nan
+    for layout in ("array", "columns"):
+        path = write_snapshot(tmp_path / f"{layout}.zarr", bad, layout=layout, chunk_rows=200)
+        out = tmp_path / f"{layout}-edges.zarr"
+        with pytest.raises(InputError) as exc:
+            emst_dask.emst(path, client=client, out=out)
+        msg = str(exc.value)
+        assert path in msg and "chunk 2 (rows 400-599)" in msg and "first bad row is 401" in msg
+        assert not out.exists() and no_tmp_siblings(out)
+    with pytest.raises(InputError, match="min_samples=2000 is larger than the number"):
+        emst_dask.emst(write_snapshot(tmp_path / "ok.zarr", pts), client=client, min_samples=2000)
+
+
+def test_failed_write_on_worker_leaves_no_store(client, tmp_path, pts):
+    path = write_snapshot(tmp_path / "snap.zarr", pts)
+    out = tmp_path / "ro" / "edges.zarr"
+    (tmp_path / "ro").mkdir()
+    client.run(_break_writes)
+    try:
+        with pytest.raises(RuntimeError, match="simulated write failure"):
+            emst_dask.emst(path, client=client, out=out)
+    finally:
+        client.run(_restore_writes)
+    assert not out.exists() and no_tmp_siblings(out)
+
+
+def _break_writes():
+    from emst_dask import store
+
+    store._saved_fill = store._fill_arrays
+
+    def boom(group, tree, *a, **k):
+        group.create_array("source", shape=(len(tree.source),), dtype="i8")
+        raise RuntimeError("simulated write failure")
+
+    store._fill_arrays = boom
+
+
+def _restore_writes():
+    from emst_dask import store
+
+    store._fill_arrays = store._saved_fill
+
+
+def test_detached_job_survives_its_client(cluster, tmp_path):
+    pts = cloud(30_000, 3, seed=9)
+    path = write_snapshot(tmp_path / "big.zarr", pts, chunk_rows=10_000)
+    out = tmp_path / "big-edges.zarr"
+    from distributed import Client, Event
+
+    address = cluster.cluster.scheduler_address
+    with Client(address, set_as_default=False) as second:
+        # hold both workers, so the job is surely waiting when its client leaves
+        gate = Event("detached-gate", client=second)
+        blockers = [second.submit(_wait_for_gate, pure=False, workers=[w], key=f"gate-{i}")
+                    for i, w in enumerate(service.workers_of(second))]
+        _wait_until(lambda: sum(len(v) for v in second.processing().values()) == 2)
+        first = Client(address, set_as_default=False)
+        job = submit(path, out=out, client=first, name="detached-test")
+        assert job.name == "detached-test" and job.status() == "queued"
+        with pytest.raises(InputError, match="exists on this scheduler"):
+            submit(path, out=tmp_path / "other.zarr", client=first, name="detached-test")
+        first.close()  # the submitting client leaves before the job has started
+        assert "detached-test" in list_jobs(second)
+        again = get_job("detached-test", second)
+        assert again.status() == "queued" and not out.exists()
+        gate.set()
+        second.gather(blockers)
+        st = again.result(timeout=120)
+        assert again.status() == "finished"
+        assert isinstance(st, EdgeStore) and st.path == str(out)
+        phases = [e["phase"] for e in again.events()]
+        assert phases[0] == "start" and phases[-1] == "done" and "iteration" in phases
+        again.forget()
+        assert "detached-test" not in list_jobs(second)
+        with pytest.raises(LookupError, match="no job named 'detached-test'"):
+            get_job("detached-test", second)
+    assert_same_tree(open_edges(out), pts)
+
+
+def _wait_for_gate():
+    from distributed import Event
+
+    return Event("detached-gate").wait(timeout=60)
+
+
+def _wait_until(cond, timeout=30):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_embedded_default_cluster(tmp_path, pts, ref, capsys):
+    """No client and no default Client: an embedded LocalCluster for the
+    call, shut down after it."""
+    with pytest.raises(ValueError):
+        distributed.default_client()
+    path = write_snapshot(tmp_path / "snap.zarr", pts)
+    before = _children()
+    st = emst_dask.emst(path, out=tmp_path / "e.zarr", backend="cpu")
+    assert_same_tree(st, pts, reference=ref)
+    assert _children() <= before, "the embedded cluster's processes are gone"
+
+
+def _children():
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+
+
+def test_pick_worker_spreads_jobs(client):
+    w = service.workers_of(client)
+    assert len(w) == 2
+    assert service.pick_worker(client) in w
+    assert client.run_on_scheduler(service._job_load) == {a: 0 for a in w}
+
+
+def test_submit_needs_a_cluster(tmp_path, pts):
+    with pytest.raises(InputError, match="submit needs a Dask cluster"):
+        submit(write_snapshot(tmp_path / "s.zarr", pts))
+
+
+def test_cli_style_text_progress_is_readable():
+    """The bar renders to a plain stream (as in a log file)."""
+    from emst_dask.progress import ProgressBar
+
+    buf = _pyio.StringIO()
+    bar = ProgressBar("job", file=buf)
+    bar("start", n=10, d=3, backend="cpu")
+    bar("read", rows=10, total=10)
+    bar("tree")
+    bar("iteration", iteration=1, components=3)
+    bar("iteration", iteration=2, components=1)
+    bar("write", rows=9, total=9)
+    bar("done", seconds=0.5, total_weight=1.5, n_edges=9)
+    text = buf.getvalue()
+    assert "job: read" in text and "job: boruvka iteration 2" in text
+    assert "components=1" in text and "job: done" in text and "edges=9" in text
+    assert bar.finished.is_set()
+    assert os.linesep in text or "\r" in text
