@@ -1,12 +1,16 @@
 """The ``emst-dask`` command.
 
-    emst-dask generate NAME N --out FILE.npy [--dim D] [--seed S]
-    emst-dask run FILE.npy --out EDGES.npy [--min-samples K] [--backend auto|cpu|cuda]
+    emst-dask generate NAME N --out FILE.npy|SNAPSHOT.zarr [--dim D] [--seed S] [--chunk-rows R]
+    emst-dask run SOURCE [--out EDGES.npy|EDGES.zarr] [--scheduler ADDRESS | --scheduler-file FILE]
+                  [--min-samples K] [--columns x,y,z] [--backend auto|cpu|cuda]
+    emst-dask info EDGES
+    emst-dask plot EDGES --points SOURCE --out mst.png
+    emst-dask demo [--dir DIR] [--n N]
 
-Every subcommand is a function on the ``main`` group; later ones (info,
-plot, demo, Zarr input and output) are added the same way.  Errors that are
-the user's (bad input file, bad parameters) print one line, ``Error: ...``,
-and exit with status 2; anything else is a bug and keeps its traceback.
+Every subcommand is a function on the ``main`` group.  Errors that are the
+user's (bad input file, bad parameters, an unreachable scheduler) print one
+line, ``Error: ...``, and exit with status 2; anything else is a bug and
+keeps its traceback.
 """
 from __future__ import annotations
 
@@ -62,51 +66,205 @@ def main():
 @main.command()
 @click.argument("name", type=click.Choice(["uniform", "normal", "halos"]))
 @click.argument("n", type=Count())
-@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
-              help="where to write the (N, D) float32 array (.npy)")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=True),
+              help="where to write the (N, D) float32 cloud: FILE.npy, or a Zarr "
+                   "snapshot (any other name, e.g. SNAPSHOT.zarr)")
 @click.option("--dim", "-d", default=3, show_default=True, type=click.IntRange(1, 8),
               help="number of coordinates")
 @click.option("--seed", "-s", default=0, show_default=True, type=int,
               help="random seed; the same (NAME, N, D, SEED) gives the same cloud")
-def generate(name, n, out, dim, seed):
+@click.option("--chunk-rows", default=1_000_000, show_default=True, type=Count(),
+              help="Zarr: rows per chunk")
+@click.option("--zarr-format", default=3, show_default=True, type=click.Choice(["2", "3"]),
+              help="Zarr: format version of the snapshot")
+@click.option("--columns", default=None, metavar="x,y,z",
+              help="Zarr: write D 1-D coordinate arrays with these names instead of "
+                   "one (N, D) array named 'points'")
+def generate(name, n, out, dim, seed, chunk_rows, zarr_format, columns):
     """Write a reference point cloud NAME (uniform, normal, halos) of N points."""
     from . import datasets
 
     t0 = time.perf_counter()
     pts = datasets.GENERATORS[name](n, dim=dim, seed=seed)
-    _save(out, pts)
+    if out.endswith(".npy"):
+        if columns:
+            raise InputProblem("--columns needs a Zarr output (not .npy)")
+        _save(out, pts)
+    else:
+        _save_zarr(out, pts, chunk_rows=chunk_rows, zarr_format=int(zarr_format),
+                   columns=columns, attrs={"generator": name, "n": int(n), "d": int(dim),
+                                           "seed": int(seed)})
     click.echo(f"{name}: n={pts.shape[0]} d={pts.shape[1]} dtype={pts.dtype} "
                f"seed={seed} -> {out} ({time.perf_counter() - t0:.2f} s)")
 
 
+def _save_zarr(out, pts, *, chunk_rows, zarr_format, columns=None, attrs=None):
+    """A snapshot: a group with one (n, d) array 'points', or 1-D columns."""
+    import shutil
+
+    import zarr
+
+    from .io import parse_columns
+    from .validation import InputError
+
+    n, d = pts.shape
+    names = None
+    if columns:
+        try:
+            names = parse_columns(columns)
+        except InputError as exc:
+            raise InputProblem(str(exc)) from None
+        if len(names) != d:
+            raise InputProblem(f"--columns names {len(names)} arrays for {d} coordinates")
+    if os.path.exists(out):
+        if not _is_zarr(out):
+            raise InputProblem(f"{out}: exists and is not a Zarr store; not replacing it")
+        shutil.rmtree(out) if os.path.isdir(out) else os.remove(out)
+    rows = max(1, min(int(chunk_rows), max(n, 1)))
+    try:
+        group = zarr.open_group(out, mode="w-", zarr_format=zarr_format)
+        if names is None:
+            group.create_array("points", shape=(n, d), chunks=(rows, d), dtype=pts.dtype)[...] = pts
+        else:
+            for j, c in enumerate(names):
+                group.create_array(c, shape=(n,), chunks=(rows,), dtype=pts.dtype)[...] = pts[:, j]
+        group.attrs.update(attrs or {})
+    except OSError as exc:
+        raise InputProblem(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
+def _is_zarr(path) -> bool:
+    return any(os.path.exists(os.path.join(path, f))
+               for f in ("zarr.json", ".zgroup", ".zarray"))
+
+
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="where to write the (n-1, 3) float64 edges (source, target, "
-                   "weight) as .npy; nothing is written without it")
+@click.argument("source", type=click.Path())
+@click.option("--out", "-o", type=click.Path(), default=None,
+              help="where to write the edges: EDGES.npy, an (n-1, 3) float64 array "
+                   "(source, target, weight), or an edge store EDGES.zarr; nothing is "
+                   "written without it")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="run on this Dask scheduler (e.g. tcp://10.0.0.1:8786)")
+@click.option("--scheduler-file", default=None, type=click.Path(dir_okay=False),
+              help="run on the Dask scheduler described by this file")
 @click.option("--min-samples", "-k", default=1, show_default=True, type=int,
               help="HDBSCAN* k_pts, counting the point itself (1: plain Euclidean MST)")
+@click.option("--columns", default=None, metavar="x,y,z",
+              help="Zarr group: the 1-D coordinate arrays, in order")
+@click.option("--array", default=None, metavar="NAME",
+              help="Zarr group: the (n, d) array to read")
 @click.option("--backend", "-b", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "cuda"]))
 @click.option("--sort/--no-sort", default=False, show_default=True,
               help="order the edges by weight")
 @click.option("--timings", is_flag=True, help="also print the seconds of every phase")
-def run(file, out, min_samples, backend, sort, timings):
-    """Compute the minimum spanning tree of the (n, d) array in FILE (.npy)."""
-    from .api import emst
+@click.option("--overwrite", is_flag=True, help="replace an existing edge store")
+@click.option("--progress/--no-progress", default=None,
+              help="show a progress bar (default: when stderr is a terminal)")
+@click.option("--in-process", is_flag=True,
+              help="without a scheduler: compute in this process instead of on the "
+                   "embedded default cluster")
+@click.option("--zarr-format", default=3, show_default=True, type=click.Choice(["2", "3"]),
+              help="format of a Zarr edge store")
+def run(source, out, scheduler, scheduler_file, min_samples, columns, array, backend, sort,
+        timings, overwrite, progress, in_process, zarr_format):
+    """Compute the minimum spanning tree of the points in SOURCE.
+
+    SOURCE is an (n, d) array in a .npy file or a Zarr snapshot (v2 or v3):
+    one (n, d) array, or a group holding it (--array) or d 1-D coordinate
+    arrays (--columns x,y,z).  With --scheduler or --scheduler-file the job
+    runs on that Dask cluster (its workers read SOURCE and write EDGES, so
+    both must be paths the workers see); without, a .npy cloud is computed
+    in this process and anything involving Zarr on the embedded default
+    cluster (a LocalCUDACluster with GPUs, else a LocalCluster).
+    """
     from .kernels import cuda_available
     from .validation import InputError
 
-    pts = _load(file)
-    if backend == "cuda" and not cuda_available():
+    if scheduler and scheduler_file:
+        raise InputProblem("give --scheduler or --scheduler-file, not both")
+    if backend == "cuda" and not (scheduler or scheduler_file) and not cuda_available():
         raise InputProblem("--backend cuda needs CuPy and a visible GPU "
                            "(pip install 'emst-dask[cuda]'); use --backend cpu")
+    if progress is None:
+        progress = sys.stderr.isatty()
+    remote = scheduler or scheduler_file
+    plain = (not remote and source.endswith(".npy") and (out is None or out.endswith(".npy"))
+             and columns is None and array is None)
+    if plain:
+        return _run_npy(source, out, min_samples, backend, sort, timings, progress)
+    if remote:
+        client = scheduler or os.path.abspath(scheduler_file)
+        if scheduler_file and not os.path.exists(scheduler_file):
+            raise InputProblem(f"{scheduler_file}: no such scheduler file")
+    else:
+        client = False if in_process else None
+    from .service import emst as service_emst
+
     t0 = time.perf_counter()
     try:
-        tree = emst(pts, min_samples=min_samples, backend=backend, sort_by_weight=sort)
+        res = service_emst(source, client=client, out=out, min_samples=min_samples,
+                           backend=backend, sort_by_weight=sort, progress=progress or None,
+                           columns=columns, array=array, overwrite=overwrite,
+                           zarr_format=int(zarr_format))
     except InputError as exc:
+        raise InputProblem(str(exc)) from None
+    except (OSError, TimeoutError) as exc:
+        if remote:
+            raise InputProblem(f"cannot reach the Dask scheduler {client}: {exc}") from None
+        raise
+    seconds = time.perf_counter() - t0
+    _report(res, seconds, timings)
+    if out is not None:
+        click.echo(f"wrote {os.fspath(res)}")
+
+
+def _report(res, seconds, timings):
+    """Print the summary of a SpanningTree or an EdgeStore."""
+    from .store import EdgeStore
+
+    if isinstance(res, EdgeStore):
+        a = res.attrs
+        n, d, k, be, it = a["n"], a["d"], a["min_samples"], a["backend"], a["iterations"]
+        dtype, n_edges, total, phases = a["dtype"], a["n_edges"], a["total_weight"], a["timings"]
+    else:
+        n, d, k, be, it = res.n_points, res.n_dims, res.min_samples, res.backend, res.iterations
+        dtype = res.weight.dtype
+        n_edges, total, phases = res.n_edges, res.total_weight, res.timings
+    rate = n * d / seconds / 1e6 if seconds > 0 else float("inf")
+    click.echo(f"n={n} d={d} dtype={dtype} min_samples={k} backend={be}")
+    click.echo(f"seconds={seconds:.3f} iterations={it} MFeatures/s={rate:.2f}")
+    click.echo(f"edges={n_edges} total_weight={total!r}")
+    if timings:
+        for phase, sec in phases.items():
+            click.echo(f"  {phase:<32s} {sec:9.3f} s")
+
+
+def _run_npy(file, out, min_samples, backend, sort, timings, progress):
+    """A .npy cloud in this process (the command's original path)."""
+    from .api import emst
+    from .validation import InputError
+
+    pts = _load(file)
+    bar = None
+    if progress:
+        from .progress import ProgressBar
+
+        bar = ProgressBar(os.path.basename(file))
+        bar("start", n=int(pts.shape[0]) if pts.ndim else 0,
+            d=int(pts.shape[1]) if pts.ndim == 2 else 0, backend=backend)
+    t0 = time.perf_counter()
+    try:
+        tree = emst(pts, min_samples=min_samples, backend=backend, sort_by_weight=sort,
+                    progress=bar)
+    except InputError as exc:
+        if bar:
+            bar.close()
         raise InputProblem(f"{file}: {exc}") from None
     seconds = time.perf_counter() - t0
+    if bar:
+        bar("done", seconds=seconds, total_weight=tree.total_weight, n_edges=tree.n_edges)
     n, d = tree.n_points, tree.n_dims
     rate = n * d / seconds / 1e6 if seconds > 0 else float("inf")
     click.echo(f"n={n} d={d} dtype={pts.dtype} min_samples={tree.min_samples} "
@@ -120,6 +278,117 @@ def run(file, out, min_samples, backend, sort, timings):
     if out is not None:
         _save(out, tree.to_numpy())
         click.echo(f"wrote {out}")
+
+
+@main.command()
+@click.argument("edges", type=click.Path())
+def info(edges):
+    """Describe the edge store EDGES (.zarr, or an (m, 3) .npy)."""
+    import numpy as np
+
+    from .store import open_edges
+    from .validation import InputError
+
+    try:
+        st = open_edges(edges)
+        w = np.asarray(st.weight[:], np.float64)
+    except InputError as exc:
+        raise InputProblem(str(exc)) from None
+    a = st.attrs
+    click.echo(f"path={st.path}")
+    click.echo(f"n={a.get('n')} d={a.get('d')} edges={a.get('n_edges')} "
+               f"min_samples={a.get('min_samples')} dtype={a.get('dtype')}")
+    click.echo(f"total_weight={a.get('total_weight')!r}")
+    if len(w):
+        click.echo(f"weight min={float(w.min())!r} median={float(np.median(w))!r} "
+                   f"max={float(w.max())!r}")
+    else:
+        click.echo("weight min=- median=- max=-")
+    click.echo(f"input={a.get('input')}")
+    click.echo(f"version={a.get('version')} backend={a.get('backend')} "
+               f"iterations={a.get('iterations')} created={a.get('created')}")
+
+
+@main.command()
+@click.argument("edges", type=click.Path())
+@click.option("--points", "-p", "points", required=True, type=click.Path(),
+              help="the point cloud the edges index (.npy or Zarr)")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
+              help="the picture to write (.png)")
+@click.option("--columns", default=None, metavar="x,y,z",
+              help="Zarr group: the 1-D coordinate arrays, in order")
+@click.option("--array", default=None, metavar="NAME", help="Zarr group: the (n, d) array")
+@click.option("--slab", default=0.02, show_default=True, type=click.FloatRange(0, 1,
+              min_open=True), help="slab thickness, as a fraction of the z extent")
+@click.option("--max-points", default=30_000, show_default=True, type=Count(),
+              help="crop the slab in x-y to about this many points")
+def plot(edges, points, out, columns, array, slab, max_points):
+    """Draw the tree: the edges of a thin slab in z projected to x-y, and the
+    edge-length histogram (log scale)."""
+    from .plotting import plot_tree
+    from .validation import InputError
+
+    try:
+        summary = plot_tree(edges, points, out, columns=columns, array=array, slab=slab,
+                            max_points=max_points)
+    except InputError as exc:
+        raise InputProblem(str(exc)) from None
+    except OSError as exc:
+        raise InputProblem(f"cannot write {out}: {exc.strerror or exc}") from None
+    click.echo(summary)
+    click.echo(f"wrote {out}")
+
+
+@main.command()
+@click.option("--dir", "workdir", default=None, type=click.Path(file_okay=False),
+              help="where to put the snapshot, edges and picture (default: a new "
+                   "temporary directory, kept)")
+@click.option("--n", "n", default=200_000, show_default=True, type=Count(),
+              help="points in the halos cloud")
+@click.option("--workers", default=None, type=click.IntRange(1, 64),
+              help="workers of the embedded cluster (default: one per GPU, or 1)")
+@click.option("--backend", "-b", default="auto", show_default=True,
+              type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def demo(workdir, n, workers, backend, progress):
+    """Generate a halos cloud as a Zarr snapshot, compute its tree on the
+    embedded default cluster, write the edge store, draw it."""
+    import tempfile
+
+    from . import datasets
+    from .plotting import plot_tree
+    from .service import EmbeddedCluster, emst as service_emst
+    from .store import open_edges
+
+    if workdir is None:
+        workdir = tempfile.mkdtemp(prefix="emst-dask-demo-")
+    workdir = os.path.abspath(workdir)
+    os.makedirs(workdir, exist_ok=True)
+    snap = os.path.join(workdir, "halos.zarr")
+    edges = os.path.join(workdir, "edges.zarr")
+    png = os.path.join(workdir, "mst.png")
+    t0 = time.perf_counter()
+    pts = datasets.halos(n, dim=3, seed=0)
+    _save_zarr(snap, pts, chunk_rows=max(1, -(-n // 8)), zarr_format=3,
+               attrs={"generator": "halos", "n": int(n), "d": 3, "seed": 0})
+    click.echo(f"snapshot: {snap} (halos, n={n}, d=3, 8 chunks, "
+               f"{time.perf_counter() - t0:.1f} s)")
+    t0 = time.perf_counter()
+    with EmbeddedCluster(n_workers=workers, backend=backend) as emb:
+        nw = len(emb.client.scheduler_info()["workers"])
+        click.echo(f"cluster: {emb.kind} with {nw} worker(s), dashboard "
+                   f"{emb.dashboard_link} ({time.perf_counter() - t0:.1f} s to start)")
+        t0 = time.perf_counter()
+        store = service_emst(snap, client=emb.client, out=edges, backend=backend,
+                             overwrite=True, progress=True if progress else None)
+        seconds = time.perf_counter() - t0
+    click.echo(f"edges: {os.fspath(store)} ({store.n_edges} edges, total weight "
+               f"{store.total_weight:.6g}, {seconds:.1f} s end to end)")
+    summary = plot_tree(edges, snap, png)
+    click.echo(f"picture: {png} ({summary})")
+    st = open_edges(edges)
+    click.echo(f"look: emst-dask info {st.path}")
+    click.echo(f"everything is in {workdir}")
 
 
 def _load(path):

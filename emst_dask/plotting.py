@@ -1,0 +1,143 @@
+"""Pictures of a spanning tree (matplotlib, Agg backend).
+
+``plot_tree(edges, points, out)`` draws two panels: the tree edges of a thin
+slab in z (both ends inside it), projected onto x-y over the slab's points,
+and the histogram of the edge lengths on logarithmic axes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .io import open_points
+from .store import open_edges
+from .validation import InputError
+
+
+def slab_selection(pts: np.ndarray, slab: float = 0.02, max_points: int = 30_000,
+                   axis: int = 2):
+    """Rows in a slab |z - median z| <= slab * extent / 2, cropped in x-y to a
+    square window of about ``max_points`` points around the slab's median.
+
+    Returns (mask, description).
+    """
+    n, d = pts.shape
+    mask = np.ones(n, bool)
+    parts = []
+    if d > axis:
+        z = pts[:, axis].astype(np.float64)
+        zc = float(np.median(z))
+        half = 0.5 * slab * float(z.max() - z.min())
+        mask &= np.abs(z - zc) <= half
+        parts.append(f"{zc - half:.4g} <= {'xyzw'[axis] if axis < 4 else axis} <= {zc + half:.4g}")
+    count = int(mask.sum())
+    if count > max_points and d >= 2:
+        xy = pts[mask, :2].astype(np.float64)
+        cx, cy = np.median(xy, axis=0)
+        ext = float(np.max(xy.max(axis=0) - xy.min(axis=0)))
+        # shrink the square until about max_points are left
+        side = ext * np.sqrt(max_points / count)
+        for _ in range(30):
+            inside = (np.abs(xy[:, 0] - cx) <= side / 2) & (np.abs(xy[:, 1] - cy) <= side / 2)
+            k = int(inside.sum())
+            if k <= max_points * 1.1:
+                break
+            side *= 0.9 * np.sqrt(max_points / k)
+        idx = np.flatnonzero(mask)
+        mask[:] = False
+        mask[idx[inside]] = True
+        parts.append(f"x-y window {side:.3g} wide around ({cx:.3g}, {cy:.3g})")
+    return mask, ", ".join(parts) or "all points"
+
+
+def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.02,
+              max_points: int = 30_000, title: str | None = None) -> str:
+    """Write the picture to ``out``; return a one-line summary."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    store = open_edges(edges)
+    tree = store.load()
+    src = open_points(points, array=array, columns=columns)
+    if store.attrs.get("n") is not None and int(store.attrs["n"]) != src.n:
+        raise InputError(f"{points} has {src.n} points but the edge store {store.path} "
+                         f"was computed from {store.attrs['n']}")
+    pts = src.read_all()
+    n, d = pts.shape
+    s, t = tree.source, tree.target
+    w = np.asarray(tree.weight, np.float64)
+    if len(s) and (s.max() >= n or t.max() >= n):
+        raise InputError(f"{edges} indexes rows beyond the {n} points of {points}")
+
+    from matplotlib.colors import LogNorm
+
+    pos = w[w > 0]
+    zeros = int((w == 0).sum())
+    lo, hi = (float(pos.min()), float(pos.max())) if len(pos) else (1.0, 10.0)
+    if hi <= lo:
+        hi = lo * 1.01
+    norm = LogNorm(vmin=lo, vmax=hi)
+    from matplotlib.colors import ListedColormap
+
+    # viridis without its pale yellow end, which vanishes on white
+    cmap = ListedColormap(plt.get_cmap("viridis")(np.linspace(0.0, 0.82, 256)))
+
+    fig, (ax, axh) = plt.subplots(1, 2, figsize=(14, 6.8), layout="constrained",
+                                  gridspec_kw={"width_ratios": [1.15, 1]})
+    # -- the slab: tree edges with both ends in it, coloured by length
+    if d >= 2:
+        mask, where = slab_selection(pts, slab, max_points)
+        keep = mask[s] & mask[t]
+        seg = np.stack([pts[s[keep]][:, :2], pts[t[keep]][:, :2]], axis=1).astype(np.float64)
+        sel = pts[mask]
+        ax.scatter(sel[:, 0], sel[:, 1], s=1.2, c="0.45", linewidths=0, zorder=1)
+        lw = 0.8 if len(seg) < 5_000 else 0.5
+        wk = np.clip(w[keep], lo, hi)
+        lc = LineCollection(seg, cmap=cmap, norm=norm, linewidths=lw, zorder=2)
+        lc.set_array(wk)
+        ax.add_collection(lc)
+        if len(sel):
+            lo2, hi2 = sel[:, :2].min(axis=0), sel[:, :2].max(axis=0)
+            pad = 0.02 * max(float((hi2 - lo2).max()), 1e-12)
+            ax.set_xlim(lo2[0] - pad, hi2[0] + pad)
+            ax.set_ylim(lo2[1] - pad, hi2[1] + pad)
+        ax.set_aspect("equal", adjustable="box")
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        if d > 2:
+            ax.set_title(f"{int(keep.sum())} tree edges among the {int(mask.sum())} points "
+                         f"of the slab\n{where} (projected to x-y)", fontsize=10)
+        else:
+            ax.set_title(f"{int(keep.sum())} tree edges among {int(mask.sum())} points\n"
+                         f"{where}", fontsize=10)
+        fig.colorbar(lc, ax=ax, shrink=0.8, pad=0.02, label="edge length")
+        drawn = f"{int(keep.sum())} edges of {int(mask.sum())} points in the slab"
+    else:
+        ax.plot(pts[:, 0], np.zeros(n), "|", ms=8)
+        ax.set_title("1-D points", fontsize=10)
+        drawn = "1-D cloud"
+    # -- edge lengths, log-spaced bins on log axes, same colours
+    if len(pos):
+        bins = np.geomspace(lo, hi, 60)
+        counts, edges_, patches = axh.hist(pos, bins=bins, edgecolor="white", linewidth=0.3)
+        centres = np.sqrt(edges_[:-1] * edges_[1:])
+        for c, p in zip(centres, patches):
+            p.set_facecolor(cmap(norm(c)))
+        axh.set_xscale("log")
+        axh.set_yscale("log")
+        med = float(np.median(w))
+        if med > 0:
+            axh.axvline(med, color="tab:red", lw=1, ls="--", label=f"median {med:.3g}")
+            axh.legend(loc="upper right", fontsize=9)
+    axh.set_xlabel("edge length" + (" (mutual reachability)"
+                                    if (store.attrs.get("min_samples") or 1) > 1 else ""))
+    axh.set_ylabel("edges per bin")
+    axh.set_title(f"all {len(w)} edges, total length {float(w.sum()):.6g}"
+                  + (f"; {zeros} of length 0 not shown" if zeros else ""), fontsize=10)
+    fig.get_layout_engine().set(wspace=0.08)
+    fig.suptitle(title or f"minimum spanning tree of {src.where} (n={n}, d={d})", fontsize=11)
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+    return drawn
