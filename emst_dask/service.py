@@ -490,8 +490,8 @@ def _connect(client):
     if isinstance(client, (str, os.PathLike)):
         s = os.fspath(client)
         if s.endswith(".json") and os.path.exists(s):
-            return Client(scheduler_file=s, timeout="30s"), True
-        return Client(s, timeout="30s"), True
+            return Client(scheduler_file=s, set_as_default=False), True
+        return Client(s, set_as_default=False), True
     raise InputError(f"client must be a distributed.Client, a scheduler address or a "
                      f"scheduler file, got {client!r}")
 
