@@ -45,8 +45,8 @@ except ImportError:  # pragma: no cover - exercised where CuPy is absent
 
 #: threads per block of every launch
 THREADS = 256
-#: k-NN list sizes kept in registers/local memory; larger k use global scratch
-KNN_KMAX = (16, 64)
+#: k-NN list sizes kept in registers (unrolled); larger k use global scratch
+KNN_KMAX = (8, 16, 32)
 #: NVRTC options: no fused multiply-add anywhere, so that a weight computed in
 #: two kernels is the same bits (the sources also round explicitly)
 NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
@@ -106,12 +106,13 @@ def expressions(dtype, d: int, part: str) -> list[str]:
                 expr("k_finalize", dtype, d, m),
                 expr("k_search", dtype, d, m, False), expr("k_search", dtype, d, m, True)]
     if part == "mrd":
-        out += [expr("k_knn", dtype, d, km) for km in KNN_KMAX + (0,)]
+        out += [expr("k_knn_reg", dtype, d, km) for km in KNN_KMAX]
+        out.append(expr("k_knn", dtype, d, 0))
     return out
 
 
 def part_of(name: str, extra) -> str:
-    if name == "k_knn":
+    if name in ("k_knn", "k_knn_reg"):
         return "mrd"
     if name in ("k_bounds", "k_ties", "k_finalize", "k_search") and extra and extra[0]:
         return "mrd"
@@ -273,8 +274,12 @@ class _CudaKernelsBase:
             core2.fill(0)
             return core2
         kmax = next((km for km in KNN_KMAX if k <= km), 0)
-        scratch = xp.empty(n * k, dt) if kmax == 0 else core2
-        cls._launch(dt, d, "k_knn", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2, scratch), kmax)
+        if kmax:
+            cls._launch(dt, d, "k_knn_reg", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2), kmax)
+        else:
+            scratch = xp.empty(n * k, dt)
+            cls._launch(dt, d, "k_knn", n,
+                        (bvh.P, bvh.nodes, _i32(n), _i32(k), core2, scratch), 0)
         return core2
 
     # -- Boruvka ---------------------------------------------------------------
