@@ -281,6 +281,28 @@ _register_sizeof()
 # --------------------------------------------------------------------------
 # the client side
 # --------------------------------------------------------------------------
+def _workers_may_see_other_files(client) -> bool:
+    """True unless the scheduler runs on this machine (then a path missing
+    here is missing for the workers too, and the client says so at once)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if client in (None, False):
+        return False
+    try:
+        host = urlparse(client.scheduler.address).hostname
+    except Exception:
+        return True
+    if host in ("127.0.0.1", "localhost", "::1", None):
+        return False
+    try:
+        mine = {socket.gethostname(), socket.getfqdn()}
+        mine |= {ai[4][0] for ai in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        return True
+    return host not in mine
+
+
 def _is_memory_array(source) -> bool:
     mod = type(source).__module__
     return isinstance(source, np.ndarray) or mod.startswith("cupy")
@@ -555,14 +577,16 @@ def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
     """
     if client is None and (_is_memory_array(source)):
         client = False
-    prep = prepare(source, out=out, name=name, min_samples=min_samples, backend=backend,
+    options = dict(out=out, name=name, min_samples=min_samples, backend=backend,
                    sort_by_weight=sort_by_weight, columns=columns, array=array,
                    overwrite=overwrite, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
-                   chunk_rows=chunk_rows, threads=threads,
-                   remote_ok=client not in (None, False))
-    callback, bar = _progress_callback(progress, prep.spec.name)
+                   chunk_rows=chunk_rows, threads=threads)
+    if client is None:  # check before an embedded cluster is started for nothing
+        prepare(source, **options)
     with client_for(client, inline_ok=True, backend=backend) as cl:
+        prep = prepare(source, remote_ok=_workers_may_see_other_files(cl), **options)
+        callback, bar = _progress_callback(progress, prep.spec.name)
         if cl is None:
             blocks = [prep.data.data] if prep.spec.from_blocks and \
                 not isinstance(prep.data, _io.DaskPoints) else []
@@ -616,7 +640,8 @@ def submit(source, *, out=None, client=None, name=None, min_samples=1, backend="
                    sort_by_weight=sort_by_weight, columns=columns, array=array,
                    overwrite=overwrite, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
-                   chunk_rows=chunk_rows, threads=threads, remote_ok=True)
+                   chunk_rows=chunk_rows, threads=threads,
+                   remote_ok=_workers_may_see_other_files(cl))
     spec = prep.spec
     callback, _bar = _progress_callback(progress, spec.name)
     if callback:
@@ -675,8 +700,25 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
             raise InputError("two sources would write the same output")
     if names is not None and len(names) != len(sources):
         raise InputError(f"{len(sources)} sources but {len(names)} names")
+    owned = None
+    if client not in (None, False):
+        client, own = _connect(client)
+        owned = client if own else None
+    try:
+        return _emst_many(sources, outs, client, min_samples, backend, sort_by_weight, columns,
+                          array, overwrite, storage_options, zarr_format, chunk_rows, threads,
+                          progress, errors, n_workers, names)
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def _emst_many(sources, outs, client, min_samples, backend, sort_by_weight, columns, array,
+               overwrite, storage_options, zarr_format, chunk_rows, threads, progress, errors,
+               n_workers, names):
     results: list = [None] * len(sources)
     preps = {}
+    remote_ok = _workers_may_see_other_files(client) if client not in (None, False) else False
     for i, src in enumerate(sources):
         try:
             preps[i] = prepare(src, out=None if outs is None else outs[i],
@@ -685,7 +727,7 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
                                sort_by_weight=sort_by_weight, columns=columns, array=array,
                                overwrite=overwrite, storage_options=storage_options,
                                zarr_format=zarr_format, chunk_rows=chunk_rows,
-                               threads=threads, remote_ok=client not in (None, False))
+                               threads=threads, remote_ok=remote_ok)
         except Exception as exc:
             if errors == "raise":
                 raise
