@@ -167,8 +167,12 @@ def _is_zarr(path) -> bool:
                    "embedded default cluster")
 @click.option("--zarr-format", default=3, show_default=True, type=click.Choice(["2", "3"]),
               help="format of a Zarr edge store")
+@click.option("--detach", is_flag=True,
+              help="with a scheduler and --out: submit the job and return at once; it runs "
+                   "on without this command (see `emst-dask job`)")
+@click.option("--name", default=None, help="the job's name (default: made from SOURCE)")
 def run(source, out, scheduler, scheduler_file, min_samples, columns, array, backend, sort,
-        timings, overwrite, progress, in_process, zarr_format):
+        timings, overwrite, progress, in_process, zarr_format, detach, name):
     """Compute the minimum spanning tree of the points in SOURCE.
 
     SOURCE is an (n, d) array in a .npy file or a Zarr snapshot (v2 or v3):
@@ -200,6 +204,12 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
             raise InputProblem(f"{scheduler_file}: no such scheduler file")
     else:
         client = False if in_process else None
+    if detach:
+        if not remote or out is None:
+            raise InputProblem("--detach needs --scheduler or --scheduler-file (a cluster "
+                               "that outlives this command) and --out")
+        return _detach(source, out, client, name, min_samples, backend, sort, columns, array,
+                       overwrite, int(zarr_format), scheduler, scheduler_file)
     from .service import emst as service_emst
 
     t0 = time.perf_counter()
@@ -220,6 +230,89 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
         click.echo(f"wrote {os.fspath(res)}")
 
 
+def _scheduler_args(scheduler, scheduler_file):
+    return (f"--scheduler {scheduler}" if scheduler
+            else f"--scheduler-file {os.path.abspath(scheduler_file)}")
+
+
+def _detach(source, out, client, name, min_samples, backend, sort, columns, array, overwrite,
+            zarr_format, scheduler, scheduler_file):
+    from .service import submit
+    from .validation import InputError
+
+    try:
+        job = submit(source, out=out, client=client, name=name, min_samples=min_samples,
+                     backend=backend, sort_by_weight=sort, columns=columns, array=array,
+                     overwrite=overwrite, zarr_format=zarr_format)
+    except InputError as exc:
+        raise InputProblem(str(exc)) from None
+    except (OSError, TimeoutError) as exc:
+        raise InputProblem(f"cannot reach the Dask scheduler {client}: {exc}") from None
+    click.echo(f"submitted job {job.name}: {source} -> {job.info['out']}")
+    click.echo(f"follow it: emst-dask job {job.name} {_scheduler_args(scheduler, scheduler_file)}"
+               " --wait")
+    job.client.close()
+
+
+@main.command()
+@click.argument("name")
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="the Dask scheduler")
+@click.option("--scheduler-file", default=None, type=click.Path(dir_okay=False),
+              help="the Dask scheduler, by its scheduler file")
+@click.option("--wait", is_flag=True, help="wait for the job to finish")
+@click.option("--progress/--no-progress", default=None,
+              help="with --wait: a progress bar (default: when stderr is a terminal)")
+@click.option("--forget", is_flag=True,
+              help="once finished, remove the job from the scheduler (its store stays)")
+def job(name, scheduler, scheduler_file, wait, progress, forget):
+    """Status (and with --wait, the result) of the detached job NAME."""
+    from .progress import ProgressBar
+    from .service import _connect, get_job, list_jobs
+
+    if bool(scheduler) == bool(scheduler_file):
+        raise InputProblem("give one of --scheduler or --scheduler-file")
+    try:
+        client, _ = _connect(scheduler or os.path.abspath(scheduler_file))
+    except (OSError, TimeoutError) as exc:
+        raise InputProblem(f"cannot reach the Dask scheduler: {exc}") from None
+    try:
+        try:
+            j = get_job(name, client)
+        except LookupError as exc:
+            raise InputProblem(str(exc)) from None
+        click.echo(f"job {name}: {j.status()} ({j.info.get('input')} -> {j.info.get('out')})")
+        last = j.phase()
+        if last:
+            info = ", ".join(f"{k}={v}" for k, v in last.items()
+                             if k not in ("phase", "job", "time", "worker"))
+            click.echo(f"last event: {last.get('phase')} {info}".rstrip())
+        if wait:
+            if progress is None:
+                progress = sys.stderr.isatty()
+            if progress:
+                bar = ProgressBar(name)
+                for ev in j.events():  # replay what happened so far
+                    ev = dict(ev)
+                    phase = ev.pop("phase")
+                    bar(phase, **{k: v for k, v in ev.items() if k not in ("job", "time")})
+                from .progress import Relay
+
+                Relay(client, j.topic, bar)
+            try:
+                res = j.result()
+            except Exception as exc:
+                raise InputProblem(f"job {name} failed: {exc}") from None
+            click.echo(f"job {name}: finished")
+            _report(res, float("nan"), False)
+            if j.info.get("out"):
+                click.echo(f"wrote {os.fspath(res)}")
+        if forget and j.done():
+            j.forget()
+            click.echo(f"forgot job {name}; jobs left: {', '.join(list_jobs(client)) or 'none'}")
+    finally:
+        client.close()
+
+
 def _report(res, seconds, timings):
     """Print the summary of a SpanningTree or an EdgeStore."""
     from .store import EdgeStore
@@ -232,9 +325,12 @@ def _report(res, seconds, timings):
         n, d, k, be, it = res.n_points, res.n_dims, res.min_samples, res.backend, res.iterations
         dtype = res.weight.dtype
         n_edges, total, phases = res.n_edges, res.total_weight, res.timings
-    rate = n * d / seconds / 1e6 if seconds > 0 else float("inf")
     click.echo(f"n={n} d={d} dtype={dtype} min_samples={k} backend={be}")
-    click.echo(f"seconds={seconds:.3f} iterations={it} MFeatures/s={rate:.2f}")
+    if seconds == seconds:  # not NaN: timed here
+        rate = n * d / seconds / 1e6 if seconds > 0 else float("inf")
+        click.echo(f"seconds={seconds:.3f} iterations={it} MFeatures/s={rate:.2f}")
+    else:
+        click.echo(f"iterations={it}")
     click.echo(f"edges={n_edges} total_weight={total!r}")
     if timings:
         for phase, sec in phases.items():

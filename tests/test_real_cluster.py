@@ -99,3 +99,23 @@ def test_cli_run_on_scheduler(procs, snaps, tmp_path):
         res = runner.invoke(main, ["run", paths[0], "--scheduler", "tcp://127.0.0.1:1",
                                    "--columns", "x,y,z"])
     assert res.exit_code == 2 and "cannot reach the Dask scheduler" in res.output
+
+
+def test_cli_detached_job(procs, snaps, tmp_path):
+    _, clouds, paths = snaps
+    runner = CliRunner()
+    out = tmp_path / "detached.zarr"
+    res = runner.invoke(main, ["run", paths[1], "--out", str(out), "--scheduler", procs.address,
+                               "--detach", "--name", "cli-job"])
+    assert res.exit_code == 0, res.output
+    assert "submitted job cli-job" in res.output and "emst-dask job cli-job" in res.output
+    res = runner.invoke(main, ["job", "cli-job", "--scheduler-file", procs.scheduler_file,
+                               "--wait", "--progress", "--forget"])
+    assert res.exit_code == 0, res.output
+    assert "job cli-job: finished" in res.output and f"wrote {out}" in res.output
+    assert "edges=999" in res.output and "forgot job cli-job" in res.output
+    assert_same_tree(open_edges(out), clouds[1])
+    res = runner.invoke(main, ["job", "cli-job", "--scheduler", procs.address])
+    assert res.exit_code == 2 and "no job named 'cli-job'" in res.output
+    res = runner.invoke(main, ["run", paths[1], "--out", str(out), "--detach"])
+    assert res.exit_code == 2 and "--detach needs --scheduler" in res.output
