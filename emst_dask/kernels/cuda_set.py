@@ -171,6 +171,9 @@ def _i32(v):
     return np.int32(v)
 
 
+#: pointer-jumping steps of one k_merge_jump launch (each step doubles a
+#: jump while the threads run together; unfinished chains get another launch)
+JUMP_STEPS = 64
 #: threads of the grid-stride bounding-box kernel (about two waves on an H100)
 BOUNDS_THREADS = 1 << 19
 
@@ -294,7 +297,7 @@ class _CudaKernelsBase:
             mrd=bool(mrd), core2=core2 if mrd else lower, lower=lower,
             cand=xp.empty(n, np.int32), best=best, key2=key2,
             edges=best if dt == np.float32 else key2,
-            counter=xp.zeros(1, np.int32), count=xp.zeros(1, np.int32),
+            counter=xp.zeros(2, np.int32), count=xp.zeros(1, np.int32),
             it=0, n_edges=0)
 
     @classmethod
@@ -344,11 +347,21 @@ class _CudaKernelsBase:
                     (bvh.P, s.cand, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
         cls._launch(dt, d, "k_merge_roots", bvh.n,
                     (bvh.P, bvh.aux, s.best, s.key2, s.counter, n))
-        cls._launch(dt, d, "k_merge_jump", bvh.n, (bvh.P, bvh.aux, n))
+        # counter = [edges so far, unfinished root search]
+        unfinished = s.counter[1:]
+        unfinished.fill(0)
+        cls._launch(dt, d, "k_merge_jump", bvh.n,
+                    (bvh.P, bvh.aux, n, _i32(JUMP_STEPS), unfinished))
+        # the loop condition: the one device-to-host read of an iteration
+        h = cls.to_host(s.counter)
+        while h[1]:  # only chains much longer than real data makes
+            unfinished.fill(0)
+            cls._launch(dt, d, "k_merge_jump", bvh.n,
+                        (bvh.P, bvh.aux, n, _i32(JUMP_STEPS), unfinished))
+            h = cls.to_host(s.counter)
         cls._launch(dt, d, "k_relabel", bvh.n, (bvh.P, bvh.aux, n))
         s.it += 1
-        # the loop condition: the one device-to-host read of an iteration
-        s.n_edges = int(cls.to_host(s.counter)[0])
+        s.n_edges = int(h[0])
         return s.n_edges
 
     @classmethod

@@ -734,28 +734,28 @@ __global__ void k_merge_roots(const Pt<T, D>* __restrict__ P, int* aux, u64* bes
   }
 }
 
-// k_merge_jump: every representative finds its root, halving paths as it
-// goes, so long chains cost O(log) passes, not O(length) walks each.  The
-// halving step is a CAS from the value read to that value's own pointer: a
-// pointer only ever moves further up, so the root a thread stores into its
-// own slot at the end can never be replaced by a lower ancestor (a plain
-// store there would let a slow walker overwrite it; that race gave wrong
-// labels on the GPU, never in the sequential emulator).
+// k_merge_jump: every representative jumps its own pointer to its
+// grandparent until its parent is a root (pointer jumping).  Only the owner
+// writes a slot, so no value can be replaced by a lower ancestor (a shared
+// halving walk can, and makes every early thread walk and CAS the same long
+// chain: quadratic when the root sits at the high end of the tree order).
+// At most `steps` jumps a launch; a representative left unfinished sets
+// *unfinished, which the host reads together with the edge count and then
+// launches again (only chains far longer than real data makes).
 template <typename T, int D>
-__global__ void k_merge_jump(const Pt<T, D>* __restrict__ P, int* aux, int n) {
+__global__ void k_merge_jump(const Pt<T, D>* __restrict__ P, int* aux, int n, int steps,
+                             int* unfinished) {
   int C = thread_index();
   if (C >= n) return;
   if (P[C].label != C) return;
-  int x = C;
-  for (int it = 0; it < n; ++it) {  // bounded: a cycle would be a bug, not a hang
-    int y = __ldcg(&aux[x]);
-    if (y == x) break;
-    int z = __ldcg(&aux[y]);
-    if (z == y) { x = y; break; }
-    atomicCAS(&aux[x], y, z);
-    x = z;
+  int p = __ldcg(&aux[C]);
+  for (int it = 0; it < steps; ++it) {
+    int gp = __ldcg(&aux[p]);
+    if (gp == p) return;  // p is a root
+    aux[C] = gp;
+    p = gp;
   }
-  aux[C] = x;
+  if (__ldcg(&aux[p]) != p) *unfinished = 1;
 }
 
 // k_relabel: every point takes its representative's root.
