@@ -32,7 +32,7 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         "auto" takes CUDA for CuPy input or when a GPU is visible.
     sort_by_weight : bool
         Order the edges by (weight, source, target).
-    progress : callable(phase, **info), optional
+    progress : callable(phase, **info), or True for a progress bar, optional
         Called after the core distances and after every Borůvka iteration.
 
     client : distributed.Client, scheduler address or file, False, or None
@@ -70,6 +70,20 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
     n, d = pts.shape
     k = check_min_samples(min_samples, n)
     name = resolve_backend(backend, pts)
+    if progress is True or progress is False:
+        if not progress:
+            progress = None
+        else:  # a tqdm bar, as the service shows
+            from .progress import ProgressBar
+
+            bar = ProgressBar("emst")
+            bar("start", n=n, d=d, backend=name)
+            bar("tree")
+            tree = emst(pts, min_samples=k, backend=name, sort_by_weight=sort_by_weight,
+                        progress=bar)
+            bar("done", seconds=sum(tree.timings.values()), total_weight=tree.total_weight,
+                n_edges=tree.n_edges)
+            return tree
     K = get_kernels(name)
     if name == "cuda" and isinstance(pts, np.ndarray):
         pts = K.xp.asarray(pts)

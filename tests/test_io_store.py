@@ -321,3 +321,10 @@ def test_inline_jobs(tmp_path, pts):
     with pytest.raises(InputError, match=r"block 0 \(rows 0-999\).*first bad row is 5"):
         emst_dask.emst(bad, out=tmp_path / "bad.zarr")
     assert not (tmp_path / "bad.zarr").exists() and no_tmp_siblings(tmp_path / "bad.zarr")
+
+
+def test_in_memory_progress_bar(pts, capsys):
+    tree = emst_dask.emst(pts, progress=True)
+    err = capsys.readouterr().err
+    assert "emst: boruvka iteration" in err and "components=1" in err and "emst: done" in err
+    assert tree.total_weight == emst_dask.emst(pts).total_weight
