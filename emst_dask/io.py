@@ -640,10 +640,10 @@ class CupyDevice:
     def first_bad_row(self, dev) -> int:
         """-1, or the first row with NaN/inf (one pass on the device)."""
         cp = self.cp
-        ok = cp.isfinite(dev).all(axis=1)
-        if bool(ok.all()):
+        bad = ~cp.isfinite(dev).all(axis=1)
+        if not bool(bad.any()):
             return -1
-        return int(cp.argmin(ok))
+        return int(cp.flatnonzero(bad)[0])
 
     def to_host(self, dev_rows):
         return self.cp.asnumpy(dev_rows)
