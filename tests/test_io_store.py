@@ -328,3 +328,51 @@ def test_in_memory_progress_bar(pts, capsys):
     err = capsys.readouterr().err
     assert "emst: boruvka iteration" in err and "components=1" in err and "emst: done" in err
     assert tree.total_weight == emst_dask.emst(pts).total_weight
+
+
+def test_cupy_device_layer_glue(tmp_path, pts, monkeypatch):
+    """``CupyDevice`` against a numpy stand-in for the few CuPy calls it makes
+    (the real thing runs on GPU machines only): catches wrong names and shapes."""
+    import sys
+    import types
+
+    class DevArray(np.ndarray):
+        def set(self, arr, stream=None):
+            assert isinstance(arr, np.ndarray) and arr.shape == self.shape
+            assert arr.dtype == self.dtype and stream is not None
+            self[...] = arr
+
+    class Event:
+        def synchronize(self):
+            pass
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            assert non_blocking
+
+        def record(self):
+            return Event()
+
+        def synchronize(self):
+            pass
+
+    cp = types.ModuleType("cupy")
+    cp.cuda = types.SimpleNamespace(Stream=Stream)
+    cp.empty = lambda shape, dtype: np.empty(shape, dtype).view(DevArray)
+    cp.isfinite = np.isfinite
+    cp.flatnonzero = np.flatnonzero
+    cp.asnumpy = lambda a: np.asarray(a).view(np.ndarray)
+    cpx = types.ModuleType("cupyx")
+    cpx.empty_pinned = lambda shape, dtype: np.empty(shape, dtype)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cupyx", cpx)
+    monkeypatch.setattr(io, "BLOCK_ROWS", 128)
+    path = write_snapshot(tmp_path / "s.zarr", pts, chunk_rows=128)
+    out = io.stage(io.open_points(path), "cuda", threads=3)
+    assert isinstance(out, DevArray)
+    np.testing.assert_array_equal(out, pts)
+    bad = pts.copy()
+    bad[300, 0] = np.inf
+    path = write_snapshot(tmp_path / "bad.zarr", bad, chunk_rows=128)
+    with pytest.raises(InputError, match=r"chunk 2 \(rows 256-383\).*first bad row is 300"):
+        io.stage(io.open_points(path), "cuda", threads=3)
