@@ -292,8 +292,18 @@ def test_embedded_default_cluster(tmp_path, pts, ref, monkeypatch):
 def _children():
     import psutil
 
-    return {p.pid for p in psutil.Process().children(recursive=True)
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            # multiprocessing's resource tracker lives as long as this process
+            if any("resource_tracker" in a for a in p.cmdline()):
+                continue
+        except psutil.NoSuchProcess:
+            continue
+        out.add(p.pid)
+    return out
 
 
 def test_pick_worker_spreads_jobs(client):
