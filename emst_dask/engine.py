@@ -73,6 +73,8 @@ class BoruvkaResult:
     iterations: int
     components: list
     timings: dict
+    n_certified: int | None = None
+    super_labels: Any = None
 
 
 def exact_scale(lo: np.ndarray, hi: np.ndarray, dtype) -> int:
@@ -144,7 +146,8 @@ def construct_bvh(K, points, timers: Timers):
     return bvh
 
 
-def boruvka(K, points, min_samples: int = 1, *, progress=None,
+def boruvka(K, points, min_samples: int = 1, *, core_distances2=None,
+            face_distances=None, progress=None,
             timers: Timers | None = None) -> BoruvkaResult:
     """Exact (mutual-reachability) MST of ``points`` with kernel set ``K``.
 
@@ -153,6 +156,18 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
     K : kernel set (``emst_dask.kernels.get_kernels``).
     points : (n, d) float32/float64 array of ``K.xp``, validated, finite.
     min_samples : int, k_pts of HDBSCAN*, counting the point itself.
+    core_distances2 : (n,) float, optional
+        Squared core distances known from elsewhere (a partition's points
+        need neighbours across its faces), input units and order; replace
+        the local k-NN computation.  Squared, so no rounding is added.
+    face_distances : (n,) float, optional
+        The local certificate of DESIGN.md section 3: distance from each
+        point to the nearest face its box shares with another box.  While
+        set, a component only takes its shortest edge if that is shorter
+        than all its points' face distances (then it is an edge of the global
+        MST); when no component can, the iterations carry on uncertified and
+        complete the box's own MST.  ``n_certified`` and ``super_labels``
+        of the result describe the switch.
     progress : callable(phase: str, **info) or None.
     """
     xp = K.xp
@@ -171,8 +186,10 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
         points = xp.ldexp(points, exponent).astype(dtype, copy=False)
 
     bvh = construct_bvh(K, points, timers)
-    mrd = min_samples > 1
-    if mrd:
+    mrd = min_samples > 1 or core_distances2 is not None
+    if core_distances2 is not None:
+        core2 = _ldexp(K, core_distances2, 2 * exponent, dtype)[bvh.orig]
+    elif mrd:
         timers.start()
         core2 = K.compute_core_distances(bvh, min_samples)
         timers.stop("compute_core_distances")
@@ -184,6 +201,14 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
     timers.start()
     state = K.init_boruvka(bvh, core2, mrd)
     timers.stop("init_boruvka")
+    certifying = face_distances is not None
+    if certifying:
+        face = _ldexp(K, face_distances, exponent, dtype)
+        # no face (+inf or huge) must not overflow when squared
+        face = xp.minimum(face, dtype.type(np.sqrt(np.finfo(dtype).max)))
+        K.init_certificate(bvh, state, (face * face)[bvh.orig])
+    n_certified = None
+    super_labels = None
     n_edges = 0
     iterations = 0
     components = [n]
@@ -197,6 +222,13 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
         timers.stop("find_component_outgoing_edges")
         K.reduce_component_minima(bvh, state)
         timers.stop("reduce_component_minima")
+        if certifying and K.certify_component_edges(bvh, state) == 0:
+            # every component is frozen: what is left are the super-vertices
+            certifying = False
+            n_certified = n_edges
+            super_labels = K.component_labels(bvh, state)
+            if progress:
+                progress("frozen", components=n - n_edges)
         new_edges = K.merge_components(bvh, state)
         timers.stop("merge_components")
         if new_edges <= n_edges:
@@ -209,6 +241,9 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
         if progress:
             progress("iteration", iteration=iterations, components=n - n_edges)
 
+    if certifying:  # everything certified: one super-vertex
+        n_certified = n_edges
+        super_labels = K.component_labels(bvh, state)
     src, dst, w2 = K.finalize_edges(bvh, state)
     if mrd:
         core_out = xp.empty_like(core2)
@@ -216,4 +251,28 @@ def boruvka(K, points, min_samples: int = 1, *, progress=None,
     else:
         core_out = None
     return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
-                         dict(timers.seconds))
+                         dict(timers.seconds), n_certified, super_labels)
+
+
+def _ldexp(K, values, exponent, dtype):
+    """``values * 2**exponent`` (exact) in ``dtype``, on the kernel set's device."""
+    v = K.xp.asarray(values).astype(dtype, copy=False)
+    if exponent:
+        v = K.xp.ldexp(v, exponent).astype(dtype, copy=False)
+    return v
+
+
+def core_distances2(K, points, min_samples: int):
+    """(n,) squared core distances (input units, input order) of ``points``."""
+    n = points.shape[0]
+    if min_samples <= 1 or n <= 1:
+        return K.xp.zeros(n, points.dtype)
+    lo, hi = bounds(K, points)
+    exponent = exact_scale(lo, hi, points.dtype)
+    if exponent:
+        points = K.xp.ldexp(points, exponent).astype(points.dtype, copy=False)
+    bvh = construct_bvh(K, points, Timers(enabled=False))
+    core2 = K.compute_core_distances(bvh, min_samples)
+    out = K.xp.empty_like(core2)
+    out[bvh.orig] = core2
+    return _ldexp(K, out, -2 * exponent, points.dtype)

@@ -589,6 +589,33 @@ def reduce_component_minima(orig, labels, cand_w, cand_j, comp_w, comp_src, comp
 
 
 @njit(cache=True)
+def certify_component_edges(labels, face2, comp_w, comp_src, comp_face2):
+    """Keep only the component edges the local certificate proves global.
+
+    An edge of weight w chosen by component C is an edge of the global MST
+    if w < min over x in C of face2[x]: no point outside the box is that
+    close to any point of C.  If at least one edge is certified, the others
+    are dropped (``comp_src = -1``: those components wait); if none is,
+    nothing is dropped and the caller switches certification off.
+    ``comp_face2`` must hold +inf on entry.  Returns the certified count.
+    """
+    n = labels.shape[0]
+    for i in range(n):
+        C = labels[i]
+        if face2[i] < comp_face2[C]:
+            comp_face2[C] = face2[i]
+    count = 0
+    for C in range(n):
+        if comp_src[C] >= 0 and comp_w[C] < comp_face2[C]:
+            count += 1
+    if count:
+        for C in range(n):
+            if comp_src[C] >= 0 and not comp_w[C] < comp_face2[C]:
+                comp_src[C] = -1
+    return count
+
+
+@njit(cache=True)
 def _find_root(nxt, c):
     r = c
     while nxt[r] != r:

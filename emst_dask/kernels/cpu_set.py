@@ -130,6 +130,23 @@ class CpuKernels:
         return s.n_edges
 
     @staticmethod
+    def init_certificate(bvh, s, face2):
+        s.face2 = np.ascontiguousarray(face2)
+        s.comp_face2 = np.empty(bvh.n, face2.dtype)
+
+    @staticmethod
+    def certify_component_edges(bvh, s):
+        s.comp_face2.fill(s.inf)
+        return cpu.certify_component_edges(s.labels, s.face2, s.comp_w, s.comp_src,
+                                           s.comp_face2)
+
+    @staticmethod
+    def component_labels(bvh, s):
+        out = np.empty(bvh.n, np.int64)
+        out[bvh.orig] = bvh.orig[s.labels]
+        return out
+
+    @staticmethod
     def finalize_edges(bvh, s):
         m = s.n_edges
         return (bvh.orig[s.edge_src[:m]], bvh.orig[s.edge_dst[:m]], s.edge_w[:m].copy())

@@ -1,0 +1,443 @@
+"""Exact EMST of one cloud split into P spatial partitions (DESIGN.md §3).
+
+The pieces here are pure functions over arrays, so the same code runs in one
+process (``emst_partitioned``, the reference and the tests) and as Dask tasks
+on several workers (``emst_dask.multipart``).
+
+Facts used (strict edge order (w, min id, max id) on global ids throughout):
+
+* Restriction: a global MST edge whose two ends lie in a point set S is an
+  edge of MST(S).
+* Local certificate: with b(x) the distance from x to the nearest face its
+  box shares with another box, nothing outside the box is closer to x than
+  b(x); an edge chosen by a local component C with weight w < min_C b(x) is
+  a global MST edge.
+
+Phase 1 (``solve_box``): each box runs Borůvka with the certificate until
+every component is frozen, then completes its own MST(B) uncertified.  Its
+certified edges are final; the uncertified ones are candidates.
+
+Phase 2 (``connect_boxes``): with a radius R, every box B takes its shell
+(points with b(x) <= R) and the ghosts (other boxes' points within R of B),
+computes MST(shell + ghosts), keeps the edges between different
+super-vertices, adds its uncertified edges and reduces all of them to a
+minimum spanning forest over super-vertices.  A Kruskal over the union of
+these small forests gives T'.  Every global MST edge missing from the
+candidates is a cross-box edge longer than R, so if T' spans and its longest
+edge is <= R, T' is exact; otherwise R grows to T''s longest edge and the
+phase runs again (at most once more, since the longest edge of an MSF of a
+superset cannot grow).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from . import engine
+from .kernels import get_kernels
+
+
+# --------------------------------------------------------------------------
+# boxes
+# --------------------------------------------------------------------------
+@dataclass
+class Partitioning:
+    """P axis-aligned boxes tiling the global bounding box.
+
+    lo, hi : (P, d) float64 corners.  ``splits`` is the bisection tree as
+    rows (axis, value, left, right) with children < 0 meaning box ``~child``.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    global_lo: np.ndarray
+    global_hi: np.ndarray
+    splits: list
+
+    @property
+    def n_boxes(self) -> int:
+        return self.lo.shape[0]
+
+
+def recursive_coordinate_bisection(sample: np.ndarray, n_boxes: int,
+                                   global_lo, global_hi) -> Partitioning:
+    """Split the bounding box into ``n_boxes`` boxes of about equal counts.
+
+    Each split halves the box's longest side at the sample quantile that
+    divides the box's share of boxes (so P need not be a power of two).
+    """
+    d = sample.shape[1]
+    glo = np.asarray(global_lo, np.float64)
+    ghi = np.asarray(global_hi, np.float64)
+    los, his, splits = [], [], []
+
+    def split(s, p, lo, hi):
+        if p == 1:
+            los.append(lo)
+            his.append(hi)
+            return ~(len(los) - 1)
+        axis = int(np.argmax(hi - lo))
+        pl = p // 2
+        if s.shape[0] >= 2:
+            v = float(np.quantile(s[:, axis], pl / p))
+        else:
+            v = 0.5 * (lo[axis] + hi[axis])
+        if not lo[axis] < v < hi[axis]:
+            v = 0.5 * (lo[axis] + hi[axis])
+        row = len(splits)
+        splits.append([axis, v, 0, 0])
+        left_hi = hi.copy()
+        left_hi[axis] = v
+        right_lo = lo.copy()
+        right_lo[axis] = v
+        on_left = s[:, axis] < v
+        splits[row][2] = split(s[on_left], pl, lo, left_hi)
+        splits[row][3] = split(s[~on_left], p - pl, right_lo, hi)
+        return row
+
+    split(np.asarray(sample, np.float64), n_boxes, glo.copy(), ghi.copy())
+    return Partitioning(np.array(los).reshape(-1, d), np.array(his).reshape(-1, d),
+                        glo, ghi, splits)
+
+
+def assign_boxes(part: Partitioning, points) -> np.ndarray:
+    """(n,) int64 box of each point (``x < split`` goes left)."""
+    n = points.shape[0]
+    box = np.zeros(n, np.int64)
+    if not part.splits:
+        return box
+    stack = [(0, np.arange(n))]
+    while stack:
+        node, idx = stack.pop()
+        axis, v, left, right = part.splits[node]
+        on_left = points[idx, axis] < v
+        for child, sub in ((left, idx[on_left]), (right, idx[~on_left])):
+            if child < 0:
+                box[sub] = ~child
+            else:
+                stack.append((child, sub))
+    return box
+
+
+def face_distances(part: Partitioning, k: int, points) -> np.ndarray:
+    """(n,) float64 distance from each point of box k to its nearest face
+    shared with another box (+inf when the box shares none)."""
+    x = np.asarray(points, np.float64)
+    b = np.full(x.shape[0], np.inf)
+    for a in range(x.shape[1]):
+        if part.lo[k, a] > part.global_lo[a]:
+            b = np.minimum(b, x[:, a] - part.lo[k, a])
+        if part.hi[k, a] < part.global_hi[a]:
+            b = np.minimum(b, part.hi[k, a] - x[:, a])
+    return np.maximum(b, 0.0)
+
+
+def certificate_distances(b: np.ndarray, dtype, d: int) -> np.ndarray:
+    """Face distances shrunk so the certificate survives rounding.
+
+    A squared distance in ``dtype`` is within (2d + 4) ulps of the truth, so
+    comparing against ``b * (1 - (2d + 4) eps)`` (rounded down) keeps the
+    proof valid in finite precision.
+    """
+    eps = float(np.finfo(dtype).eps)
+    safe = (b * (1.0 - (2 * d + 4) * eps)).astype(dtype)
+    return np.nextafter(safe, dtype.type(0)) if np.issubdtype(dtype, np.floating) else safe
+
+
+def distance_to_box(part: Partitioning, k: int, points) -> np.ndarray:
+    """(n,) float64 Euclidean distance from points to box k (0 inside)."""
+    x = np.asarray(points, np.float64)
+    gap = np.maximum(np.maximum(part.lo[k] - x, x - part.hi[k]), 0.0)
+    return np.sqrt((gap * gap).sum(axis=1))
+
+
+# --------------------------------------------------------------------------
+# Kruskal over small candidate sets
+# --------------------------------------------------------------------------
+@njit(cache=True)
+def _kruskal(order, a, b, n_vertices):
+    parent = np.arange(n_vertices)
+    keep = np.zeros(order.shape[0], np.bool_)
+    for t in range(order.shape[0]):
+        e = order[t]
+        x = a[e]
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        y = b[e]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x != y:
+            parent[max(x, y)] = min(x, y)
+            keep[e] = True
+    return keep
+
+
+@dataclass
+class Edges:
+    """Edge records: global ids ``u``, ``v`` (int64), squared weight ``w2``
+    (input dtype) and the super-vertices ``su``, ``sv`` they join."""
+
+    u: np.ndarray
+    v: np.ndarray
+    w2: np.ndarray
+    su: np.ndarray
+    sv: np.ndarray
+
+    @classmethod
+    def empty(cls, dtype):
+        z = np.zeros(0, np.int64)
+        return cls(z, z.copy(), np.zeros(0, dtype), z.copy(), z.copy())
+
+    @classmethod
+    def concat(cls, parts, dtype):
+        parts = [p for p in parts if len(p.u)]
+        if not parts:
+            return cls.empty(dtype)
+        return cls(*(np.concatenate([getattr(p, f) for p in parts])
+                     for f in ("u", "v", "w2", "su", "sv")))
+
+    def __len__(self):
+        return len(self.u)
+
+    def take(self, mask):
+        return Edges(self.u[mask], self.v[mask], self.w2[mask], self.su[mask], self.sv[mask])
+
+
+def minimum_spanning_forest(edges: Edges) -> Edges:
+    """The MSF of ``edges`` over their super-vertices, strict edge order."""
+    if len(edges) == 0:
+        return edges
+    lo = np.minimum(edges.u, edges.v)
+    hi = np.maximum(edges.u, edges.v)
+    order = np.lexsort((hi, lo, edges.w2))
+    verts, inv = np.unique(np.concatenate([edges.su, edges.sv]), return_inverse=True)
+    m = len(edges)
+    keep = _kruskal(order, inv[:m], inv[m:], len(verts))
+    return edges.take(keep)
+
+
+# --------------------------------------------------------------------------
+# phase 1 and phase 2 per box
+# --------------------------------------------------------------------------
+@dataclass
+class BoxResult:
+    """Phase 1 output of one box (global ids)."""
+
+    certified: Edges          # final global MST edges
+    uncertified: Edges        # the rest of MST(box): candidates
+    super_labels: np.ndarray  # (n_box,) super-vertex (a global id) per point
+    max_local2: float         # longest squared edge of MST(box)
+
+
+def _run_engine(points, backend, min_samples, core=None, face=None):
+    K = get_kernels(backend)
+    pts = K.xp.asarray(points)
+    res = engine.boruvka(K, pts, min_samples, core_distances2=core, face_distances=face)
+    to = K.to_host
+    w2 = to(res.weight2)
+    if res.exponent:
+        w2 = np.ldexp(w2, -2 * res.exponent).astype(points.dtype)
+    return res, to(res.source), to(res.target), w2
+
+
+def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> BoxResult:
+    """Phase 1 on one box: certified edges, the rest of its MST, super-vertices.
+
+    points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending.
+    face : (m,) float64 face distances (``face_distances``).
+    core : (m,) squared core distances (mutual reachability) or None.
+    """
+    m, d = points.shape
+    dt = points.dtype
+    if m == 0:
+        e = Edges.empty(dt)
+        return BoxResult(e, e, np.zeros(0, np.int64), 0.0)
+    if m == 1:
+        e = Edges.empty(dt)
+        return BoxResult(e, e, gids.copy(), 0.0)
+    safe = certificate_distances(face, dt, d)
+    res, s, t, w2 = _run_engine(points, backend, min_samples, core=core, face=safe)
+    sl_local = K_host(res.super_labels)
+    sl = gids[sl_local]
+    u, v = gids[s], gids[t]
+    c = res.n_certified
+    all_edges = Edges(u, v, w2, sl[s], sl[t])
+    idx = np.arange(len(u))
+    return BoxResult(all_edges.take(idx < c), all_edges.take(idx >= c), sl,
+                     float(w2.max()) if len(w2) else 0.0)
+
+
+def K_host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
+    """For the points of box k: which go to which other box as ghosts.
+
+    Returns a dict {box: index array into ``points``} of the shell points
+    (face distance <= R) within R of that box.  A little slack on R only
+    adds candidates; it never costs exactness.
+    """
+    r = radius * (1 + 1e-6) + 1e-300
+    shell = np.flatnonzero(face <= r)
+    out = {}
+    if shell.size == 0:
+        return shell, out
+    x = points[shell]
+    for j in range(part.n_boxes):
+        if j != k:
+            near = shell[distance_to_box(part, j, x) <= r]
+            if near.size:
+                out[j] = near
+    return shell, out
+
+
+def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
+                min_samples=1, core=None) -> Edges:
+    """Phase 2 on one box: MST(shell + ghosts) candidates, reduced to an MSF.
+
+    ``points``/``gids``/``super_labels``/``core`` hold the box's shell and its
+    ghosts together, sorted by global id.
+    """
+    dt = uncertified.w2.dtype
+    cands = [uncertified]
+    if points.shape[0] > 1:
+        res, s, t, w2 = _run_engine(points, backend, min_samples, core=core)
+        keep = super_labels[s] != super_labels[t]
+        s, t = s[keep], t[keep]
+        cands.append(Edges(gids[s], gids[t], w2[keep].astype(dt, copy=False),
+                           super_labels[s], super_labels[t]))
+    return minimum_spanning_forest(Edges.concat(cands, dt))
+
+
+# --------------------------------------------------------------------------
+# the whole algorithm in one process (reference; the Dask driver mirrors it)
+# --------------------------------------------------------------------------
+@dataclass
+class PartitionedResult:
+    source: np.ndarray
+    target: np.ndarray
+    weight2: np.ndarray
+    rounds: int
+    radius: float
+    n_super_vertices: int
+    bytes_moved: int
+    n_certified: int
+
+
+def choose_partitioning(points, n_boxes, sample_size=100_000, seed=0) -> Partitioning:
+    n = points.shape[0]
+    rng = np.random.default_rng(seed)
+    take = rng.choice(n, size=min(n, sample_size), replace=False) if n else np.zeros(0, int)
+    sample = np.asarray(points[np.sort(take)], np.float64)
+    lo = np.asarray(points.min(axis=0), np.float64) if n else np.zeros(points.shape[1])
+    hi = np.asarray(points.max(axis=0), np.float64) if n else np.zeros(points.shape[1])
+    return recursive_coordinate_bisection(sample, n_boxes, lo, hi)
+
+
+def partitioned_core_distances(part, points, box_of, min_samples, backend="cpu"):
+    """Exact squared core distances when each box only sees its own points plus
+    ghosts: local core distances are upper bounds; a point whose local core
+    distance reaches past its box's faces is recomputed with the ghosts
+    within the largest such distance."""
+    K = get_kernels(backend)
+    n = points.shape[0]
+    core = np.empty(n, np.float64 if points.dtype == np.float64 else np.float32)
+    members = [np.flatnonzero(box_of == k) for k in range(part.n_boxes)]
+    for k, idx in enumerate(members):
+        if idx.size >= min_samples:
+            core[idx] = K.to_host(engine.core_distances2(K, K.xp.asarray(points[idx]),
+                                                         min_samples))
+        else:  # too few points to know anything locally
+            core[idx] = np.inf
+    out = core.copy()
+    for k, idx in enumerate(members):
+        if idx.size == 0:
+            continue
+        face = face_distances(part, k, points[idx])
+        unsure = face * face < core[idx]
+        if not unsure.any():
+            continue
+        r = float(np.sqrt(core[idx][unsure].max())) * (1 + 1e-6)  # may be inf
+        ghosts = [members[j][distance_to_box(part, k, points[members[j]]) <= r]
+                  for j in range(part.n_boxes) if j != k]
+        both = np.sort(np.concatenate([idx] + ghosts))
+        c = K.to_host(engine.core_distances2(K, K.xp.asarray(points[both]), min_samples))
+        pos = np.searchsorted(both, idx)
+        out[idx] = c[pos]
+    return out
+
+
+def mean_spacing(part: Partitioning, n: int) -> float:
+    """(volume / n) ** (1/d) over the axes of nonzero extent."""
+    ext = part.global_hi - part.global_lo
+    ext = ext[ext > 0]
+    if ext.size == 0 or n == 0:
+        return 0.0
+    return float(np.exp(np.log(ext).sum() / ext.size) / n ** (1.0 / ext.size))
+
+
+def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend="cpu",
+                     max_rounds: int = 8):
+    """Exact EMST of ``points`` (numpy, validated) computed box by box.
+
+    With ``n_boxes == 1`` this is exactly the single-device algorithm.
+    """
+    n, d = points.shape
+    dt = points.dtype
+    part = choose_partitioning(points, n_boxes)
+    box_of = assign_boxes(part, points)
+    members = [np.flatnonzero(box_of == k) for k in range(part.n_boxes)]
+    core = (partitioned_core_distances(part, points, box_of, min_samples, backend)
+            if min_samples > 1 else None)
+    faces, results = [], []
+    for k, idx in enumerate(members):
+        face = face_distances(part, k, points[idx])
+        faces.append(face)
+        results.append(solve_box(points[idx], idx, face, backend, min_samples,
+                                 None if core is None else core[idx]))
+    certified = Edges.concat([r.certified for r in results], dt)
+    super_labels = np.empty(n, np.int64)
+    for idx, r in zip(members, results):
+        super_labels[idx] = r.super_labels
+    n_super = int(np.unique(super_labels).size) if n else 0
+    # R starts at the longest local MST edge (cross-box MST edges are usually
+    # no longer), and at least twice the mean spacing for near-empty boxes
+    radius2 = max([r.max_local2 for r in results] + [4.0 * mean_spacing(part, n) ** 2])
+    rounds = 0
+    bytes_moved = 0
+    tree = Edges.empty(dt)
+    while n_super > 1:
+        rounds += 1
+        radius = float(np.sqrt(radius2))
+        outgoing = [shell_and_ghosts(part, k, points[idx], faces[k], radius)
+                    for k, idx in enumerate(members)]
+        forests = []
+        for k, idx in enumerate(members):
+            shell = outgoing[k][0]
+            parts = [idx[shell]] + [members[j][outgoing[j][1][k]]
+                                    for j in range(part.n_boxes) if k in outgoing[j][1]]
+            ghosts_n = sum(len(p) for p in parts[1:])
+            bytes_moved += ghosts_n * (d * dt.itemsize + 16 + (dt.itemsize if core is not None else 0))
+            sel = np.sort(np.concatenate(parts))
+            forests.append(connect_box(points[sel], sel, super_labels[sel],
+                                       results[k].uncertified, backend, min_samples,
+                                       None if core is None else core[sel]))
+        tree = minimum_spanning_forest(Edges.concat(forests, dt))
+        longest2 = float(tree.w2.max()) if len(tree) else 0.0
+        if len(tree) == n_super - 1 and longest2 <= radius2:
+            break
+        if rounds >= max_rounds:
+            raise RuntimeError("partitioned EMST did not certify its cross-box edges")
+        if len(tree) == n_super - 1:
+            radius2 = longest2  # spans: one more round certifies it
+        else:  # some super-vertex found no partner within R: widen fast
+            ext2 = float(((part.global_hi - part.global_lo) ** 2).sum())
+            radius2 = ext2 if rounds >= 2 else min(max(longest2, 16.0 * radius2), ext2)
+    edges = Edges.concat([certified, tree], dt)
+    return PartitionedResult(edges.u, edges.v, edges.w2, rounds, float(np.sqrt(radius2)),
+                             n_super, bytes_moved, len(certified))

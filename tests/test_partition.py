@@ -1,0 +1,113 @@
+"""Exact EMST across P spatial partitions (DESIGN.md section 3), in process.
+
+The edge set for every P must equal the P = 1 edge set; P = 1 is the
+single-device algorithm, itself checked against brute force elsewhere; the
+small clouds here are also checked against the brute-force oracle.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from emst_dask import emst
+from emst_dask.datasets import GENERATORS
+from emst_dask.partition import (assign_boxes, choose_partitioning, emst_partitioned,
+                                 face_distances)
+
+from oracle import oracle
+
+
+def edge_set(u, v):
+    return set(zip(np.minimum(u, v).tolist(), np.maximum(u, v).tolist()))
+
+
+def check_same_as_single(points, P, min_samples=1):
+    ref = emst(points, min_samples=min_samples, backend="cpu")
+    res = emst_partitioned(points, P, min_samples=min_samples)
+    assert len(res.source) == points.shape[0] - 1
+    assert edge_set(res.source, res.target) == edge_set(ref.source, ref.target)
+    w = np.sqrt(res.weight2.astype(np.float64))
+    assert np.isclose(w.sum(), ref.total_weight, rtol=1e-9)
+    return res
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("name,dim", [("uniform", 3), ("normal", 3), ("halos", 3),
+                                      ("uniform", 2)])
+def test_shared_datasets(name, dim, P):
+    pts = GENERATORS[name](20_000, dim, 0)
+    res = check_same_as_single(pts, P)
+    if P == 1:
+        assert res.rounds == 0 and res.n_super_vertices == 1
+    else:
+        assert 1 <= res.rounds <= 3
+
+
+@pytest.mark.parametrize("P", [2, 3, 4, 8])
+def test_brute_force_small(P):
+    pts = np.random.default_rng(P).random((700, 3))
+    res = emst_partitioned(pts, P)
+    total = np.sqrt(res.weight2).sum()
+    assert np.isclose(total, oracle(pts)["total"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("P", [2, 3, 4, 8])
+def test_duplicates_and_lattices(P):
+    rng = np.random.default_rng(7)
+    lattice = rng.integers(0, 7, (4000, 3)).astype(np.float32)   # massive ties + dups
+    check_same_as_single(lattice, P)
+    dups = np.repeat(rng.random((300, 2)), 5, axis=0)
+    check_same_as_single(dups, P)
+
+
+@pytest.mark.parametrize("P", [2, 4, 8])
+def test_clusters_straddling_faces(P):
+    """Tight clusters centred on the split planes of the bisection."""
+    rng = np.random.default_rng(3)
+    base = rng.random((20_000, 3)).astype(np.float32)
+    part = choose_partitioning(base, P)
+    centres = []
+    for axis, v, _, _ in part.splits:
+        c = rng.random((4, 3))
+        c[:, axis] = v
+        centres.append(c)
+    centres = np.concatenate(centres)
+    blobs = (centres[rng.integers(0, len(centres), 8000)]
+             + rng.normal(0, 0.003, (8000, 3))).astype(np.float32)
+    check_same_as_single(np.concatenate([base, blobs]), P)
+
+
+@pytest.mark.parametrize("P", [2, 3, 8])
+@pytest.mark.parametrize("k", [2, 5, 16])
+def test_mutual_reachability(P, k):
+    pts = GENERATORS["halos"](8000, 3, 1)
+    check_same_as_single(pts, P, min_samples=k)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 400), d=st.integers(1, 4), P=st.integers(2, 6),
+       seed=st.integers(0, 2**31), grid=st.sampled_from([0, 3, 20]),
+       k=st.sampled_from([1, 1, 3]))
+def test_property_random(n, d, P, seed, grid, k):
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, d))
+    if grid:
+        pts = np.round(pts * grid)
+    k = min(k, n)
+    check_same_as_single(pts, P, min_samples=k)
+
+
+def test_boxes_tile_and_faces_bound_foreign_points():
+    pts = GENERATORS["halos"](5000, 3, 0)
+    part = choose_partitioning(pts, 5)
+    box = assign_boxes(part, pts)
+    assert set(np.unique(box)) == set(range(5))
+    for k in range(5):
+        mine = pts[box == k]
+        others = pts[box != k]
+        assert np.all((mine >= part.lo[k]) & (mine <= part.hi[k]))
+        b = face_distances(part, k, mine)
+        # nearest foreign point is never closer than the face distance
+        sample = mine[:200]
+        dmin = np.sqrt(((sample[:, None, :].astype(np.float64) - others[None]) ** 2)
+                       .sum(-1)).min(1)
+        assert np.all(dmin >= b[:200] - 1e-12)
