@@ -113,6 +113,7 @@ def _in_memory(points) -> bool:
 def _unscale(xp, w2, exponent, dtype):
     """sqrt of squared weights, back in input units (exact power-of-two scaling)."""
     w = xp.sqrt(w2)
-    if exponent:
-        w = xp.ldexp(w, -exponent)
+    if exponent:  # on the host: GPU arithmetic may flush subnormals to zero
+        host = w if xp is np else w.get()
+        w = xp.asarray(np.ldexp(host.astype(np.float64), -exponent).astype(dtype))
     return w.astype(dtype, copy=False)

@@ -182,8 +182,7 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None,
     lo, hi = bounds(K, points)
     exponent = exact_scale(lo, hi, dtype)
     if exponent:
-        # ldexp is exact, subnormal float32 inputs included
-        points = xp.ldexp(points, exponent).astype(dtype, copy=False)
+        points = _ldexp(K, points, exponent, dtype)
 
     bvh = construct_bvh(K, points, timers)
     mrd = min_samples > 1 or core_distances2 is not None
@@ -255,11 +254,16 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None,
 
 
 def _ldexp(K, values, exponent, dtype):
-    """``values * 2**exponent`` (exact) in ``dtype``, on the kernel set's device."""
-    v = K.xp.asarray(values).astype(dtype, copy=False)
-    if exponent:
-        v = K.xp.ldexp(v, exponent).astype(dtype, copy=False)
-    return v
+    """``values * 2**exponent`` (exact) in ``dtype``, on the kernel set's device.
+
+    Done on the host: GPU arithmetic may flush float32 subnormals to zero,
+    and a subnormal float32 cloud is exactly the case that needs scaling
+    (a rare one, so the round trip costs nothing in the common case).
+    """
+    if not exponent:
+        return K.xp.asarray(values).astype(dtype, copy=False)
+    v = np.ldexp(np.asarray(K.to_host(values), np.float64), exponent).astype(dtype)
+    return K.xp.asarray(v)
 
 
 def core_distances2(K, points, min_samples: int):
@@ -270,7 +274,7 @@ def core_distances2(K, points, min_samples: int):
     lo, hi = bounds(K, points)
     exponent = exact_scale(lo, hi, points.dtype)
     if exponent:
-        points = K.xp.ldexp(points, exponent).astype(points.dtype, copy=False)
+        points = _ldexp(K, points, exponent, points.dtype)
     bvh = construct_bvh(K, points, Timers(enabled=False))
     core2 = K.compute_core_distances(bvh, min_samples)
     out = K.xp.empty_like(core2)

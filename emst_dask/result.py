@@ -46,8 +46,9 @@ class SpanningTree:
 
     @property
     def total_weight(self) -> float:
-        """Sum of the edge weights, accumulated in float64."""
-        return float(self.weight.astype(np.float64).sum()) if len(self.weight) else 0.0
+        """Sum of the edge weights, accumulated in float64 (on the host: GPU
+        arithmetic may flush float32 subnormal weights to zero)."""
+        return float(_to_numpy(self.weight).astype(np.float64).sum()) if len(self.weight) else 0.0
 
     @property
     def n_edges(self) -> int:
