@@ -13,6 +13,14 @@ LEAF_SIZE = 8
 #: neighbours listed per point up front; they answer the early iterations'
 #: searches exactly (most points' nearest foreign point is among them)
 NEIGHBOUR_LIST = 8
+#: in 3-D and up a shorter list is cheaper than the searches it saves
+#: (measured at 1M points, 2 cores: halos 3.24 s with 6 against 3.67 s with 8;
+#: uniform 2-D 2.13 s with 8 against 2.42 s with 6)
+NEIGHBOUR_LIST_3D = 6
+
+
+def neighbour_list_size(d: int) -> int:
+    return NEIGHBOUR_LIST if d <= 2 else NEIGHBOUR_LIST_3D
 
 
 class CpuKernels:
@@ -71,7 +79,7 @@ class CpuKernels:
     def compute_core_distances(cls, bvh, min_samples):
         # k_pts counts the point itself: the (k_pts - 1)-th other neighbour.
         # The lists are kept: they also answer the first Borůvka searches.
-        k = min(max(min_samples - 1, NEIGHBOUR_LIST), bvh.n - 1)
+        k = min(max(min_samples - 1, neighbour_list_size(bvh.d)), bvh.n - 1)
         bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(bvh, k)
         return np.ascontiguousarray(bvh.knn_d2[:, min_samples - 2])
 
@@ -81,7 +89,7 @@ class CpuKernels:
         dt = bvh.points.dtype
         if getattr(bvh, "knn_j", None) is None:
             bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(
-                bvh, min(NEIGHBOUR_LIST, n - 1))
+                bvh, min(neighbour_list_size(bvh.d), n - 1))
         return SimpleNamespace(
             resolved=np.empty(n, np.bool_),
             core2=core2, mrd=mrd, inf=dt.type(np.inf),
