@@ -214,6 +214,33 @@ def _box_dist2(points, i, box, k):
     return s
 
 
+@njit(cache=True, inline="always")
+def _push_children(st_node, st_dist, sp, a, da, pa, c, dc, pc):
+    """Push the children to visit (internal ids), the farther first so the
+    nearer is popped first; returns the new stack size."""
+    if pa and pc:
+        if da <= dc:
+            st_node[sp] = c
+            st_dist[sp] = dc
+            st_node[sp + 1] = a
+            st_dist[sp + 1] = da
+        else:
+            st_node[sp] = a
+            st_dist[sp] = da
+            st_node[sp + 1] = c
+            st_dist[sp + 1] = dc
+        return sp + 2
+    if pa:
+        st_node[sp] = a
+        st_dist[sp] = da
+        return sp + 1
+    if pc:
+        st_node[sp] = c
+        st_dist[sp] = dc
+        return sp + 1
+    return sp
+
+
 # --------------------------------------------------------------------------
 # k nearest neighbours (core distances)
 # --------------------------------------------------------------------------
@@ -297,27 +324,7 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                 else:
                     dc = _box_dist2(points, i, box, c - n)
                     pc = m < k or dc <= kd[k - 1]
-                # push the farther child first so the nearer one is popped first
-                if pa and pc:
-                    if da <= dc:
-                        st_node[sp] = c - n
-                        st_dist[sp] = dc
-                        st_node[sp + 1] = ca - n
-                        st_dist[sp + 1] = da
-                    else:
-                        st_node[sp] = ca - n
-                        st_dist[sp] = da
-                        st_node[sp + 1] = c - n
-                        st_dist[sp + 1] = dc
-                    sp += 2
-                elif pa:
-                    st_node[sp] = ca - n
-                    st_dist[sp] = da
-                    sp += 1
-                elif pc:
-                    st_node[sp] = c - n
-                    st_dist[sp] = dc
-                    sp += 1
+                sp = _push_children(st_node, st_dist, sp, ca - n, da, pa, c - n, dc, pc)
             for q in range(k):
                 out_d2[i, q] = kd[q]
                 out_j[i, q] = kj[q]
@@ -477,26 +484,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                     if mrd and ci > dc:
                         dc = ci
                     pc = dc <= r
-                if pa and pc:
-                    if da <= dc:
-                        st_node[sp] = c - n
-                        st_dist[sp] = dc
-                        st_node[sp + 1] = a - n
-                        st_dist[sp + 1] = da
-                    else:
-                        st_node[sp] = a - n
-                        st_dist[sp] = da
-                        st_node[sp + 1] = c - n
-                        st_dist[sp + 1] = dc
-                    sp += 2
-                elif pa:
-                    st_node[sp] = a - n
-                    st_dist[sp] = da
-                    sp += 1
-                elif pc:
-                    st_node[sp] = c - n
-                    st_dist[sp] = dc
-                    sp += 1
+                sp = _push_children(st_node, st_dist, sp, a - n, da, pa, c - n, dc, pc)
             # Nothing foreign lies closer than min(best found, final cutoff):
             # every pruned subtree was beyond the cutoff at the time.
             r = radii[C]
