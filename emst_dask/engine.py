@@ -121,16 +121,31 @@ def bounds(K, points):
     return lo, hi
 
 
-def construct_bvh(K, points, timers: Timers):
+def scale_exactly(K, points):
+    """Bounds, ``exact_scale`` and the scaling, once per cloud.
+
+    Returns (points * 2**exponent, exponent, (lo, hi) of the scaled points).
+    Power-of-two scaling is exact, so the scaled bounds need no second pass.
+    """
+    lo, hi = bounds(K, points)
+    exponent = exact_scale(lo, hi, points.dtype)
+    if exponent:
+        points = _ldexp(K, points, exponent, points.dtype)
+        lo, hi = np.ldexp(lo, exponent), np.ldexp(hi, exponent)
+    return points, exponent, (lo, hi)
+
+
+def construct_bvh(K, points, timers: Timers, box=None):
     """Morton codes, stable sort and the radix tree with its boxes.
 
-    Returns the kernel set's BVH object, whose ``points`` are in tree order
-    and whose ``orig`` (int64) maps tree positions to input rows.
+    ``box`` is the points' (lo, hi) when already known.  Returns the kernel
+    set's BVH object, whose ``points`` are in tree order and whose ``orig``
+    (int64) maps tree positions to input rows.
     """
     xp = K.xp
     n, d = points.shape
     timers.start()
-    lo, hi = bounds(K, points)
+    lo, hi = bounds(K, points) if box is None else box
     bits = 63 // d
     ext = hi - lo
     with np.errstate(divide="ignore"):
@@ -179,12 +194,8 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None,
         core2 = xp.zeros(n, dtype) if min_samples > 1 else None
         return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 0, 0, [n], {})
 
-    lo, hi = bounds(K, points)
-    exponent = exact_scale(lo, hi, dtype)
-    if exponent:
-        points = _ldexp(K, points, exponent, dtype)
-
-    bvh = construct_bvh(K, points, timers)
+    points, exponent, box = scale_exactly(K, points)
+    bvh = construct_bvh(K, points, timers, box)
     mrd = min_samples > 1 or core_distances2 is not None
     if core_distances2 is not None:
         core2 = _ldexp(K, core_distances2, 2 * exponent, dtype)[bvh.orig]
@@ -271,11 +282,8 @@ def core_distances2(K, points, min_samples: int):
     n = points.shape[0]
     if min_samples <= 1 or n <= 1:
         return K.xp.zeros(n, points.dtype)
-    lo, hi = bounds(K, points)
-    exponent = exact_scale(lo, hi, points.dtype)
-    if exponent:
-        points = _ldexp(K, points, exponent, points.dtype)
-    bvh = construct_bvh(K, points, Timers(enabled=False))
+    points, exponent, box = scale_exactly(K, points)
+    bvh = construct_bvh(K, points, Timers(enabled=False), box)
     core2 = K.compute_core_distances(bvh, min_samples)
     out = K.xp.empty_like(core2)
     out[bvh.orig] = core2
