@@ -147,7 +147,8 @@ def _is_zarr(path) -> bool:
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="run on this Dask scheduler (e.g. tcp://10.0.0.1:8786)")
 @click.option("--scheduler-file", default=None, type=click.Path(dir_okay=False),
-              help="run on the Dask scheduler described by this file")
+              help="run on the Dask scheduler described by this file (default: "
+                   "$EMST_SCHEDULER_FILE, when set and --scheduler is not given)")
 @click.option("--min-samples", "-k", default=1, show_default=True, type=int,
               help="HDBSCAN* k_pts, counting the point itself (1: plain Euclidean MST)")
 @click.option("--columns", default=None, metavar="x,y,z",
@@ -188,6 +189,7 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
 
     if scheduler and scheduler_file:
         raise InputProblem("give --scheduler or --scheduler-file, not both")
+    scheduler_file = _env_scheduler_file(scheduler, scheduler_file)
     if backend == "cuda" and not (scheduler or scheduler_file) and not cuda_available():
         raise InputProblem("--backend cuda needs CuPy and a visible GPU "
                            "(pip install 'emst-dask[cuda]'); use --backend cpu")
@@ -210,6 +212,7 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
                                "that outlives this command) and --out")
         return _detach(source, out, client, name, min_samples, backend, sort, columns, array,
                        overwrite, int(zarr_format), scheduler, scheduler_file)
+    from .service import WorkerLost
     from .service import emst as service_emst
 
     t0 = time.perf_counter()
@@ -220,6 +223,8 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
                            zarr_format=int(zarr_format))
     except InputError as exc:
         raise InputProblem(str(exc)) from None
+    except WorkerLost as exc:
+        raise click.ClickException(str(exc)) from None
     except (OSError, TimeoutError) as exc:
         if remote:
             raise InputProblem(f"cannot reach the Dask scheduler {client}: {exc}") from None
@@ -228,6 +233,14 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
     _report(res, seconds, timings)
     if out is not None:
         click.echo(f"wrote {os.fspath(res)}")
+
+
+def _env_scheduler_file(scheduler, scheduler_file):
+    """--scheduler-file, else $EMST_SCHEDULER_FILE when no --scheduler is given (set
+    by the deploy/ scripts, e.g. inside the SLURM batch job)."""
+    if scheduler or scheduler_file:
+        return scheduler_file
+    return os.environ.get("EMST_SCHEDULER_FILE") or None
 
 
 def _scheduler_args(scheduler, scheduler_file):
@@ -258,7 +271,7 @@ def _detach(source, out, client, name, min_samples, backend, sort, columns, arra
 @click.argument("name")
 @click.option("--scheduler", default=None, metavar="ADDRESS", help="the Dask scheduler")
 @click.option("--scheduler-file", default=None, type=click.Path(dir_okay=False),
-              help="the Dask scheduler, by its scheduler file")
+              help="the Dask scheduler, by its scheduler file (default: $EMST_SCHEDULER_FILE)")
 @click.option("--wait", is_flag=True, help="wait for the job to finish")
 @click.option("--progress/--no-progress", default=None,
               help="with --wait: a progress bar (default: when stderr is a terminal)")
@@ -269,7 +282,10 @@ def job(name, scheduler, scheduler_file, wait, progress, forget):
     from .progress import ProgressBar
     from .service import _connect, get_job, list_jobs
 
-    if bool(scheduler) == bool(scheduler_file):
+    if scheduler and scheduler_file:
+        raise InputProblem("give one of --scheduler or --scheduler-file")
+    scheduler_file = _env_scheduler_file(scheduler, scheduler_file)
+    if not (scheduler or scheduler_file):
         raise InputProblem("give one of --scheduler or --scheduler-file")
     try:
         client, _ = _connect(scheduler or os.path.abspath(scheduler_file))
