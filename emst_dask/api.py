@@ -11,7 +11,7 @@ from .validation import as_points, check_min_samples
 
 def emst(points, *, min_samples: int = 1, backend: str = "auto",
          sort_by_weight: bool = False, progress=None, client=None, out=None,
-         columns=None, array=None, **service_options):
+         columns=None, array=None, partitions=None, **service_options):
     """Exact Euclidean (or mutual-reachability) minimum spanning tree.
 
     Parameters
@@ -45,6 +45,15 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         The worker writes the edges there (a Zarr edge store, or ``.npy``)
         and an ``emst_dask.store.EdgeStore`` is returned instead of a tree.
     columns, array : select the coordinate arrays of a Zarr group.
+    partitions : "auto", int, or None
+        Split the cloud into this many spatial boxes over the cluster's
+        workers and compute the exact EMST from them (``emst_dask.multipart``,
+        DESIGN.md section 3); the edge set is the same as with one box.
+        "auto" splits only when the cloud does not fit one worker (GPU
+        memory, or host memory limit on CPU workers: see
+        ``multipart.footprint_bytes_per_point``).  None: one worker.
+        The returned tree (or the edge store's ``partitioned`` attribute)
+        carries the job's report: rounds, bytes moved, seconds per phase.
     **service_options : passed to ``emst_dask.service.emst`` (``overwrite``,
         ``name``, ``storage_options``, ``zarr_format``, ``chunk_rows``,
         ``threads``, ``timeout``).
@@ -58,6 +67,13 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
     EdgeStore
         With ``out=``.
     """
+    if partitions is not None:
+        from . import multipart
+
+        return multipart.emst(points, client=client, out=out, partitions=partitions,
+                              min_samples=min_samples, backend=backend,
+                              sort_by_weight=sort_by_weight, columns=columns, array=array,
+                              **service_options)
     if (client is not None or out is not None or columns is not None
             or array is not None or service_options or not _in_memory(points)):
         from . import service

@@ -233,23 +233,88 @@ class BoxResult:
     max_local2: float         # longest squared edge of MST(box)
 
 
-def _run_engine(points, backend, min_samples, core=None, face=None):
+def _run_engine(points, backend, min_samples, core=None):
+    """The single-device engine on one point set; squared weights on the host,
+    in the engine's scaled units (``res.exponent``) and unscaled."""
     K = get_kernels(backend)
     pts = K.xp.asarray(points)
-    res = engine.boruvka(K, pts, min_samples, core_distances2=core, face_distances=face)
+    res = engine.boruvka(K, pts, min_samples, core_distances2=core)
     to = K.to_host
-    w2 = to(res.weight2)
-    if res.exponent:
-        w2 = np.ldexp(w2, -2 * res.exponent).astype(points.dtype)
-    return res, to(res.source), to(res.target), w2
+    w2s = to(res.weight2)
+    w2 = np.ldexp(w2s.astype(np.float64), -2 * res.exponent).astype(points.dtype) \
+        if res.exponent else w2s
+    return res, to(res.source), to(res.target), w2s, w2
+
+
+@njit(cache=True)
+def _find(parent, x):
+    r = x
+    while parent[r] != r:
+        r = parent[r]
+    while parent[x] != r:  # path compression
+        t = parent[x]
+        parent[x] = r
+        x = t
+    return r
+
+
+@njit(cache=True)
+def kruskal_certificate(order, a, b, w2, face2):
+    """Which edges of a box's MST are edges of the global MST, and the
+    super-vertices they leave.
+
+    Replays Kruskal over the box's MST edges (``order``: strict edge order)
+    keeping, per component, the smallest squared face distance of its points.
+    When edge e of weight w joins components A and B of the edges before it,
+    A is closed under edges before e inside the box (restriction) and no
+    foreign point lies within min_A b(x) of A; so if w < min_A b(x) (or the
+    same for B) nothing outside can undercut e on the cut around A, and e is
+    in the global MST (cut property).  This certifies every edge the
+    Borůvka-time certificate of DESIGN.md section 3 would, and more.
+
+    order : (m,) int64, a, b : (m,) int64 local point indices of the edges,
+    w2 : (m,) float64 squared weights, face2 : (n,) float64 squared (safe)
+    face distances.  Returns ``certified`` (m,) bool and ``super_labels``
+    (n,) int64, the smallest local index of each point's component under the
+    certified edges.
+    """
+    n = face2.shape[0]
+    parent = np.arange(n)
+    low = face2.copy()
+    certified = np.zeros(order.shape[0], np.bool_)
+    for t in range(order.shape[0]):
+        e = order[t]
+        x = _find(parent, a[e])
+        y = _find(parent, b[e])
+        if w2[e] < low[x] or w2[e] < low[y]:
+            certified[e] = True
+        lo, hi = min(x, y), max(x, y)
+        parent[hi] = lo
+        low[lo] = min(low[x], low[y])
+    for i in range(n):
+        parent[i] = i
+    for e in range(a.shape[0]):
+        if certified[e]:
+            x = _find(parent, a[e])
+            y = _find(parent, b[e])
+            parent[max(x, y)] = min(x, y)
+    labels = np.empty(n, np.int64)
+    for i in range(n):
+        labels[i] = _find(parent, i)
+    return certified, labels
 
 
 def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> BoxResult:
     """Phase 1 on one box: certified edges, the rest of its MST, super-vertices.
 
-    points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending.
+    points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending
+    (so the engine's tie order on local indices is the global one).
     face : (m,) float64 face distances (``face_distances``).
     core : (m,) squared core distances (mutual reachability) or None.
+
+    The box's MST comes from the single-device engine on any backend; the
+    certificate (``kruskal_certificate``) runs on the host over its m - 1
+    edges, in the engine's scaled units so that nothing underflows.
     """
     m, d = points.shape
     dt = points.dtype
@@ -259,20 +324,17 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> Bo
     if m == 1:
         e = Edges.empty(dt)
         return BoxResult(e, e, gids.copy(), 0.0)
-    safe = certificate_distances(face, dt, d)
-    res, s, t, w2 = _run_engine(points, backend, min_samples, core=core, face=safe)
-    sl_local = K_host(res.super_labels)
-    sl = gids[sl_local]
-    u, v = gids[s], gids[t]
-    c = res.n_certified
-    all_edges = Edges(u, v, w2, sl[s], sl[t])
-    idx = np.arange(len(u))
-    return BoxResult(all_edges.take(idx < c), all_edges.take(idx >= c), sl,
-                     float(w2.max()) if len(w2) else 0.0)
-
-
-def K_host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
+    res, s, t, w2s, w2 = _run_engine(points, backend, min_samples, core=core)
+    safe = np.ldexp(certificate_distances(face, dt, d).astype(np.float64), res.exponent)
+    w2s = w2s.astype(np.float64)
+    order = np.lexsort((np.maximum(s, t), np.minimum(s, t), w2s))
+    with np.errstate(over="ignore"):  # no face: +inf, certifies anything
+        safe2 = safe * safe
+    certified, labels = kruskal_certificate(order, s, t, w2s, safe2)
+    sl = gids[labels]
+    all_edges = Edges(gids[s], gids[t], w2, sl[s], sl[t])
+    return BoxResult(all_edges.take(certified), all_edges.take(~certified), sl,
+                     float(w2.max()))
 
 
 def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
@@ -306,7 +368,7 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     dt = uncertified.w2.dtype
     cands = [uncertified]
     if points.shape[0] > 1:
-        res, s, t, w2 = _run_engine(points, backend, min_samples, core=core)
+        res, s, t, _, w2 = _run_engine(points, backend, min_samples, core=core)
         keep = super_labels[s] != super_labels[t]
         s, t = s[keep], t[keep]
         cands.append(Edges(gids[s], gids[t], w2[keep].astype(dt, copy=False),

@@ -30,6 +30,8 @@ class SpanningTree:
     iterations : number of Borůvka iterations.
     components : component count before each iteration and at the end.
     timings : seconds per named phase.
+    report : ``emst_dask.multipart.PartitionReport`` of a partitioned job
+        (rounds, bytes moved between workers, seconds per phase), else None.
     """
 
     source: Any
@@ -43,6 +45,7 @@ class SpanningTree:
     iterations: int = 0
     components: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    report: Any = None
 
     @property
     def total_weight(self) -> float:

@@ -886,7 +886,15 @@ class EmbeddedCluster:
                       dashboard_address=self.dashboard_address,
                       silence_logs=self.silence_logs, env=env)
             kw.update(self.cluster_kwargs)
-            self.cluster = LocalCluster(**kw)
+            # numba reads NUMBA_NUM_THREADS when it is imported; a nanny's
+            # env= is applied only after the worker has imported the
+            # client's __main__ (which may import numba), and a later JIT
+            # compile then fails on the mismatch: set it before the spawn
+            import dask
+
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": {
+                    **dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}}):
+                self.cluster = LocalCluster(**kw)
         self.client = Client(self.cluster, set_as_default=False)
         return self
 
