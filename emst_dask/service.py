@@ -90,13 +90,15 @@ class JobSpec:
     storage_options: dict | None = None  # of ``out``
     from_blocks: bool = False    # the read task gets the row blocks as arguments
     submitted: float = field(default_factory=time.time)
+    attempt: int = 0             # > 0: resubmitted after its in-memory input was lost
 
     @property
     def topic(self) -> str:
         return f"emst-progress-{self.token}"
 
     def key(self, phase: str) -> str:
-        return f"emst-{phase}-{self.token}-{_slug(self.name)}"
+        again = f"-again{self.attempt}" if self.attempt else ""
+        return f"emst-{phase}-{self.token}-{_slug(self.name)}{again}"
 
 
 def _slug(name: str) -> str:
@@ -407,6 +409,57 @@ def _submit_chain(client, prep: _Prepared, worker=None):
     return client.submit(_write_task, spec, tree, key=spec.key("write"), priority=2, **kw)
 
 
+class WorkerLost(RuntimeError):
+    """A job whose worker died and that no remaining worker could take over."""
+
+
+#: resubmissions of a job whose in-memory input died with its worker
+RESUBMIT_LOST_INPUT = 3
+
+
+def _lost_error(name, out, exc):
+    """A ``WorkerLost`` explaining ``exc`` when it means the job died with its
+    workers (None for any other error)."""
+    try:
+        from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
+    except ImportError:  # pragma: no cover
+        return None
+    from distributed.utils import CancelledError
+
+    wrote = "" if out is None else f"; {out} was not written"
+    if isinstance(exc, NoWorkerError):
+        return WorkerLost(f"job {name!r}: its worker died and no worker was left to rerun it "
+                          f"within {exc.timeout:g} s (distributed.scheduler.no-workers-timeout)"
+                          f"{wrote}; its input is untouched: submit it again when workers "
+                          "are back")
+    if isinstance(exc, NoValidWorkerError):
+        return WorkerLost(f"job {name!r}: no worker can run it (none left, or none meets its "
+                          f"restrictions) within {exc.args[4]:g} s{wrote}")
+    if isinstance(exc, KilledWorker):
+        return WorkerLost(f"job {name!r}: {exc.allowed_failures + 1} workers died while running "
+                          f"it (distributed.scheduler.allowed-failures = {exc.allowed_failures}),"
+                          f" the last {exc.last_worker.address}; the job may be what kills them "
+                          f"(out of memory?){wrote}")
+    if isinstance(exc, CancelledError) and getattr(exc, "reason", "") not in _NOT_LOST:
+        return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
+                          f"no worker was left to run it again ({exc}){wrote}")
+    return None
+
+
+def _input_lost(prep: _Prepared, exc) -> bool:
+    """The job's scattered points died with their worker: the client, which
+    still holds them, can submit the job again."""
+    from distributed.utils import CancelledError
+
+    return (isinstance(exc, CancelledError) and prep.spec.from_blocks
+            and not isinstance(prep.data, _io.DaskPoints)
+            and getattr(exc, "reason", "") not in _NOT_LOST)
+
+
+#: reasons of a cancelled future that do not mean lost data
+_NOT_LOST = ("scheduler-connection-lost", "scheduler-restart")
+
+
 def _job_load(dask_scheduler=None):
     """Unfinished emst jobs per worker (run on the scheduler)."""
     load = {w: set() for w in dask_scheduler.workers}
@@ -484,7 +537,13 @@ class Job:
         return self.future.done()
 
     def result(self, timeout=None):
-        return self.future.result(timeout=timeout)
+        try:
+            return self.future.result(timeout=timeout)
+        except Exception as exc:
+            lost = _lost_error(self.name, self.info.get("out"), exc)
+            if lost is not None:
+                raise lost from exc
+            raise
 
     def exception(self, timeout=None):
         return self.future.exception(timeout=timeout)
@@ -596,12 +655,25 @@ def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
             return run_inline(prep.spec, blocks, progress=callback)
         relay = Relay(cl, prep.spec.topic, callback) if callback else None
         try:
-            fut = _submit_chain(cl, prep, pick_worker(cl))
-            try:
-                res = fut.result(timeout=timeout)
-            except BaseException:
-                fut.cancel()
-                raise
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                fut = _submit_chain(cl, prep, pick_worker(cl))
+                try:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    res = fut.result(timeout=left)
+                    break
+                except BaseException as exc:
+                    fut.cancel()
+                    if _input_lost(prep, exc) and prep.spec.attempt < RESUBMIT_LOST_INPUT \
+                            and workers_of(cl):
+                        prep.spec.attempt += 1
+                        log.warning("job %s: its input died with its worker; submitting it "
+                                    "again (%d)", prep.spec.name, prep.spec.attempt)
+                        continue
+                    lost = _lost_error(prep.spec.name, prep.spec.out, exc)
+                    if lost is not None:
+                        raise lost from exc
+                    raise
             if relay:
                 relay.wait_done()
             return res
@@ -803,7 +875,7 @@ def _dispatch(cl, preps, results, callback, errors, bar):
             if w in busy:
                 continue
             i = pending.popleft()
-            if callback is not None:
+            if callback is not None and not preps[i].spec.attempt:
                 relays.append(Relay(cl, preps[i].spec.topic, _bind(callback, i)))
             fut = _submit_chain(cl, preps[i], w)
             running[fut] = (i, w)
@@ -821,11 +893,20 @@ def _dispatch(cl, preps, results, callback, errors, bar):
             try:
                 results[i] = fut.result()
             except Exception as exc:
+                spec = preps[i].spec
+                if _input_lost(preps[i], exc) and spec.attempt < RESUBMIT_LOST_INPUT \
+                        and workers_of(cl):
+                    spec.attempt += 1
+                    pending.appendleft(i)
+                    continue
+                lost = _lost_error(spec.name, spec.out, exc)
                 if errors == "raise":
                     for f in running:
                         f.cancel()
+                    if lost is not None:
+                        raise lost from exc
                     raise
-                results[i] = exc
+                results[i] = lost or exc
             if bar:
                 bar.update(1)
     finally:
