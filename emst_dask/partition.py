@@ -236,14 +236,31 @@ class BoxResult:
 def _run_engine(points, backend, min_samples, core=None):
     """The single-device engine on one point set; squared weights on the host,
     in the engine's scaled units (``res.exponent``) and unscaled."""
+    res, s, t, w2s, w2, _ = _run_engine_ordered(points, backend, min_samples, core, False)
+    return res, s, t, w2s, w2
+
+
+def _run_engine_ordered(points, backend, min_samples, core, want_order):
+    """``_run_engine`` plus, with ``want_order``, the strict edge order
+    (w, min, max) as a permutation, sorted where the edges are (on the GPU
+    for the CUDA backend)."""
     K = get_kernels(backend)
-    pts = K.xp.asarray(points)
+    xp = K.xp
+    pts = xp.asarray(points)
+    if core is not None:
+        core = xp.asarray(core)
     res = engine.boruvka(K, pts, min_samples, core_distances2=core)
+    order = None
+    if want_order:
+        s, t = res.source, res.target
+        order = K.to_host(xp.lexsort(xp.stack([xp.maximum(s, t).astype(xp.float64),
+                                               xp.minimum(s, t).astype(xp.float64),
+                                               res.weight2.astype(xp.float64)])))
     to = K.to_host
     w2s = to(res.weight2)
     w2 = np.ldexp(w2s.astype(np.float64), -2 * res.exponent).astype(points.dtype) \
         if res.exponent else w2s
-    return res, to(res.source), to(res.target), w2s, w2
+    return res, to(res.source), to(res.target), w2s, w2, order
 
 
 @njit(cache=True)
@@ -324,10 +341,9 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> Bo
     if m == 1:
         e = Edges.empty(dt)
         return BoxResult(e, e, gids.copy(), 0.0)
-    res, s, t, w2s, w2 = _run_engine(points, backend, min_samples, core=core)
+    res, s, t, w2s, w2, order = _run_engine_ordered(points, backend, min_samples, core, True)
     safe = np.ldexp(certificate_distances(face, dt, d).astype(np.float64), res.exponent)
     w2s = w2s.astype(np.float64)
-    order = np.lexsort((np.maximum(s, t), np.minimum(s, t), w2s))
     with np.errstate(over="ignore"):  # no face: +inf, certifies anything
         safe2 = safe * safe
     certified, labels = kruskal_certificate(order, s, t, w2s, safe2)
