@@ -248,8 +248,8 @@ def _resolved(backend):
 def _solve_info_task(solved):
     res, seconds, name = solved
     return dict(certified=len(res.certified), uncertified=len(res.uncertified),
-                n_super=int(np.unique(res.super_labels).size), max_local2=res.max_local2,
-                seconds=seconds, backend=name)
+                n_super=res.n_super, max_local2=res.max_local2,
+                seconds=seconds, steps=res.seconds, backend=name)
 
 
 def _outgoing_task(box: Box, solved, partitioning, radius):
@@ -280,7 +280,8 @@ def _connect_task(box: Box, solved, min_samples, backend, *pieces):
 
 
 def _certified_task(solved):
-    return solved[0].certified
+    e = solved[0].certified  # the super-vertex columns stay behind
+    return Edges(e.u, e.v, e.w2, e.u[:0], e.v[:0])
 
 
 def _core_of_task(box: Box):
@@ -298,7 +299,11 @@ def _write_task(out, tree_args, report, store_options, *certified):
 
 def _assemble_tree(certified, tree_edges, n, d, dtype, min_samples, backend, cores,
                    sort_by_weight, timings):
-    edges = Edges.concat(list(certified) + [tree_edges], np.dtype(dtype))
+    parts = [e for e in list(certified) + [tree_edges] if len(e)]
+    dtype = np.dtype(dtype)
+    cat = (lambda f, dt: np.concatenate([getattr(e, f) for e in parts]) if parts
+           else np.zeros(0, dt))
+    edges = Edges(cat("u", np.int64), cat("v", np.int64), cat("w2", dtype), None, None)
     core = None
     if min_samples > 1:
         core = np.empty(n, dtype)
@@ -531,7 +536,8 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
                                    for b, bx in enumerate(boxes)])
     report.boxes = [dict(box=b, worker=owner[b], n=bi["n"], certified=i["certified"],
                          uncertified=i["uncertified"], super_vertices=i["n_super"],
-                         phase1_seconds=i["seconds"], backend=i["backend"])
+                         phase1_seconds=i["seconds"], phase1_steps=i["steps"],
+                         backend=i["backend"])
                     for b, (i, bi) in enumerate(zip(infos, box_infos))]
     report.n_certified = int(sum(i["certified"] for i in infos))
     # super-vertices are disjoint across boxes (labels are global ids)
@@ -581,12 +587,12 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
     name = infos[0]["backend"]
     certified = [client.submit(_certified_task, s, **on(b)) for b, s in enumerate(solved)]
     cores = core_futs or []
-    cert_bytes = sum(i["certified"] for i in infos) * (16 + np.dtype(dtype).itemsize + 16)
+    cert_bytes = sum(i["certified"] for i in infos) * (16 + np.dtype(dtype).itemsize)
     if out is not None:
         with timer("output"):
             writer = owner[0]
             report.bytes_moved["output"] = int(sum(
-                i["certified"] * (32 + np.dtype(dtype).itemsize)
+                i["certified"] * (16 + np.dtype(dtype).itemsize)
                 for b, i in enumerate(infos) if owner[b] != writer))
             report.exchanges += 1
             opts = dict(input=where, overwrite=overwrite, chunk_rows=chunk_rows,

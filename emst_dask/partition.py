@@ -231,6 +231,8 @@ class BoxResult:
     uncertified: Edges        # the rest of MST(box): candidates
     super_labels: np.ndarray  # (n_box,) super-vertex (a global id) per point
     max_local2: float         # longest squared edge of MST(box)
+    n_super: int = 1          # distinct super_labels
+    seconds: dict = None      # per step: engine, certificate, edges
 
 
 def _run_engine(points, backend, min_samples, core=None):
@@ -337,20 +339,35 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> Bo
     dt = points.dtype
     if m == 0:
         e = Edges.empty(dt)
-        return BoxResult(e, e, np.zeros(0, np.int64), 0.0)
+        return BoxResult(e, e, np.zeros(0, np.int64), 0.0, 0, {})
     if m == 1:
         e = Edges.empty(dt)
-        return BoxResult(e, e, gids.copy(), 0.0)
-    res, s, t, w2s, w2, order = _run_engine_ordered(points, backend, min_samples, core, True)
-    safe = np.ldexp(certificate_distances(face, dt, d).astype(np.float64), res.exponent)
-    w2s = w2s.astype(np.float64)
-    with np.errstate(over="ignore"):  # no face: +inf, certifies anything
-        safe2 = safe * safe
-    certified, labels = kruskal_certificate(order, s, t, w2s, safe2)
+        return BoxResult(e, e, gids.copy(), 0.0, 1, {})
+    import time
+
+    t0 = time.perf_counter()
+    alone = not np.isfinite(face).any()  # shares no face: its MST is final
+    res, s, t, w2s, w2, order = _run_engine_ordered(points, backend, min_samples, core,
+                                                    not alone)
+    t1 = time.perf_counter()
+    if alone:
+        certified = np.ones(m - 1, np.bool_)
+        labels = np.zeros(m, np.int64)
+        n_super = 1
+    else:
+        safe = np.ldexp(certificate_distances(face, dt, d).astype(np.float64), res.exponent)
+        with np.errstate(over="ignore"):  # no face: +inf, certifies anything
+            safe2 = safe * safe
+        certified, labels = kruskal_certificate(order, s, t, w2s.astype(np.float64), safe2)
+        n_super = int(np.count_nonzero(labels == np.arange(m)))  # roots label themselves
+    t2 = time.perf_counter()
     sl = gids[labels]
     all_edges = Edges(gids[s], gids[t], w2, sl[s], sl[t])
-    return BoxResult(all_edges.take(certified), all_edges.take(~certified), sl,
-                     float(w2.max()))
+    out = BoxResult(all_edges.take(certified), all_edges.take(~certified), sl,
+                    float(w2.max()), n_super)
+    out.seconds = {"engine": t1 - t0, "certificate": t2 - t1,
+                   "edges": time.perf_counter() - t2}
+    return out
 
 
 def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
