@@ -400,7 +400,8 @@ def _block_args(client, prep: _Prepared, worker):
 def _submit_chain(client, prep: _Prepared, worker=None):
     """Submit the job's tasks; return the future of its result."""
     spec = prep.spec
-    kw = dict(pure=False, workers=[worker] if worker else None, allow_other_workers=True)
+    kw = dict(pure=False, workers=[worker], allow_other_workers=True) if worker \
+        else dict(pure=False)
     args = _block_args(client, prep, worker)
     staged = client.submit(_read_task, spec, *args, key=spec.key("read"), priority=0, **kw)
     tree = client.submit(_boruvka_task, spec, staged, key=spec.key("boruvka"), priority=1, **kw)
@@ -479,9 +480,12 @@ def _job_load(dask_scheduler=None):
 
 
 def workers_of(client) -> list:
+    # asked of the scheduler directly: Client.scheduler_info() returns a cache
+    # that the client's periodic refresh replaces with a worker-less summary,
+    # so under load it sometimes said "no workers" (seen in tests/test_load.py)
     try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # older distributed
+        info = client.sync(client.scheduler.identity, n_workers=-1)
+    except Exception:  # older distributed
         info = client.scheduler_info()
     return sorted(info.get("workers", {}))
 
