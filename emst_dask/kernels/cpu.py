@@ -12,6 +12,9 @@ Conventions shared by every kernel here and by the CUDA kernels:
 * an edge compares by ``(w, min(orig_i, orig_j), max(orig_i, orig_j))``.  For
   a fixed query point ``i`` this reduces to ``(w, orig_j)``, which is what
   the searches use.
+* ``dims`` is a tuple of d zeros: its length is a compile-time constant,
+  so each dimension gets its own compiled kernels with the loops over the
+  axes unrolled.
 * child ids are *unified*: ``c < n`` is leaf (point) ``c``; ``c >= n`` is
   internal node ``c - n``.  Internal node 0 is the root.
 
@@ -128,67 +131,121 @@ def build_hierarchy(codes, nodes, parent):
         parent[rc] = i + n
 
 
-@njit(cache=True)
-def bottom_up_order(nodes):
-    """Internal nodes sorted by leaf-range size: children come before parents.
+#: subtrees of at most this many leaves get their boxes from one thread
+BOX_SUBTREE = 4096
 
-    Returns (n-1,) int64.  A counting sort, O(n).
+
+@njit(cache=True, inline="always")
+def _node_box(points, orig, nodes, box, min_orig, k, dims):
+    """Box and smallest input row of internal node k from its children."""
+    n = points.shape[0]
+    d = len(dims)
+    a = nodes[k, 0]
+    b = nodes[k, 1]
+    for q in range(d):
+        if a < n:
+            l0 = points[a, q]
+            h0 = l0
+        else:
+            l0 = box[a - n, q]
+            h0 = box[a - n, d + q]
+        if b < n:
+            l1 = points[b, q]
+            h1 = l1
+        else:
+            l1 = box[b - n, q]
+            h1 = box[b - n, d + q]
+        box[k, q] = min(l0, l1)
+        box[k, d + q] = max(h0, h1)
+    ma = orig[a] if a < n else min_orig[a - n]
+    mb = orig[b] if b < n else min_orig[b - n]
+    min_orig[k] = min(ma, mb)
+
+
+@njit(cache=True)
+def _boxes_post_order(points, orig, nodes, box, min_orig, root, done_size, stack, dims):
+    """Boxes of the subtree of internal node ``root``, children first.
+
+    Subtrees of at most ``done_size`` leaves (other than ``root``) are taken
+    as already done.  ``stack`` is int64 scratch (3 entries per level).
     """
-    m = nodes.shape[0]
-    n = m + 1
-    counts = np.zeros(n + 1, np.int64)
-    for k in range(m):
-        counts[nodes[k, 3] - nodes[k, 2] + 1] += 1
-    start = np.zeros(n + 2, np.int64)
-    for s in range(n + 1):
-        start[s + 1] = start[s] + counts[s]
-    order = np.empty(m, np.int64)
-    for k in range(m):
-        s = nodes[k, 3] - nodes[k, 2]
-        order[start[s + 1]] = k
-        start[s + 1] += 1
-    return order
+    n = points.shape[0]
+    sp = 1
+    stack[0] = root
+    while sp > 0:
+        sp -= 1
+        v = stack[sp]
+        if v < 0:  # second visit: children are done
+            _node_box(points, orig, nodes, box, min_orig, ~v, dims)
+            continue
+        stack[sp] = ~v
+        sp += 1
+        for c in (nodes[v, 0], nodes[v, 1]):
+            if c >= n and nodes[c - n, 3] - nodes[c - n, 2] + 1 > done_size:
+                stack[sp] = c - n
+                sp += 1
 
 
-@njit(cache=True)
-def compute_bounding_boxes(points, orig, nodes, order, box, min_orig):
+@njit(parallel=True, cache=True)
+def compute_bounding_boxes(points, orig, nodes, box, min_orig, dims):
     """Bounding box and smallest input row of every internal node.
 
     ``box`` is (n-1, 2d): lower corner then upper corner.  ``min_orig`` lets
     a search prune a subtree that is exactly at the cutoff distance but can
     only offer larger tie keys (duplicate points).
+
+    The subtrees of at most ``BOX_SUBTREE`` leaves hanging below larger
+    nodes are done in parallel (each one's nodes lie inside its leaf range,
+    so one thread walks one compact stretch of memory), then the few larger
+    nodes above them.
     """
+    n = points.shape[0]
+    # the roots of the small subtrees, by a descent over the large nodes
+    roots = np.empty(n, np.int64)  # few in practice; n bounds any tree
+    nroots = 0
+    stack = np.empty(3 * 256, np.int64)
+    if n - 1 <= BOX_SUBTREE:  # the whole tree is small
+        roots[0] = 0
+        nroots = 1
+    else:
+        sp = 1
+        stack[0] = 0
+        while sp > 0:
+            sp -= 1
+            v = stack[sp]
+            for c in (nodes[v, 0], nodes[v, 1]):
+                if c >= n:
+                    if nodes[c - n, 3] - nodes[c - n, 2] + 1 <= BOX_SUBTREE:
+                        roots[nroots] = c - n
+                        nroots += 1
+                    else:
+                        stack[sp] = c - n
+                        sp += 1
+    for t in prange(nroots):
+        st = np.empty(3 * 256, np.int64)
+        _boxes_post_order(points, orig, nodes, box, min_orig, roots[t], 0, st, dims)
+    if n - 1 > BOX_SUBTREE:
+        _boxes_post_order(points, orig, nodes, box, min_orig, 0, BOX_SUBTREE, stack, dims)
+
+
+@njit(parallel=True, cache=True)
+def gather_rows(points, perm):
+    """``points[perm]`` (C-contiguous), in parallel."""
     n, d = points.shape
-    for t in range(order.shape[0]):
-        k = order[t]
-        a = nodes[k, 0]
-        b = nodes[k, 1]
+    out = np.empty((n, d), points.dtype)
+    for i in prange(n):
+        p = perm[i]
         for q in range(d):
-            if a < n:
-                l0 = points[a, q]
-                h0 = l0
-            else:
-                l0 = box[a - n, q]
-                h0 = box[a - n, d + q]
-            if b < n:
-                l1 = points[b, q]
-                h1 = l1
-            else:
-                l1 = box[b - n, q]
-                h1 = box[b - n, d + q]
-            box[k, q] = min(l0, l1)
-            box[k, d + q] = max(h0, h1)
-        ma = orig[a] if a < n else min_orig[a - n]
-        mb = orig[b] if b < n else min_orig[b - n]
-        min_orig[k] = min(ma, mb)
+            out[i, q] = points[p, q]
+    return out
 
 
 # --------------------------------------------------------------------------
 # distances
 # --------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _dist2(points, i, j):
-    d = points.shape[1]
+def _dist2(points, i, j, dims):
+    d = len(dims)
     s = points[i, 0] - points[j, 0]
     s = s * s
     for q in range(1, d):
@@ -198,8 +255,8 @@ def _dist2(points, i, j):
 
 
 @njit(cache=True, inline="always")
-def _box_dist2(points, i, box, k):
-    d = points.shape[1]
+def _box_dist2(points, i, box, k, dims):
+    d = len(dims)
     s = points[i, 0] - points[i, 0]  # zero of the points' dtype
     for q in range(d):
         x = points[i, q]
@@ -267,7 +324,7 @@ def _heap_insert(kd, ko, kj, m, k, w, o, j):
 
 @njit(parallel=True, cache=True)
 def k_nearest_neighbours(points, orig, nodes, box, min_orig,
-                         k, leaf_size, out_d2, out_j):
+                         k, leaf_size, out_d2, out_j, dims):
     """The k nearest *other* points of every point, under the order (d2, orig).
 
     Parameters
@@ -291,10 +348,10 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
             z = min(n - 1, a + k)
             for j in range(a, z + 1):
                 if j != i:
-                    m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j), orig[j], j)
+                    m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims), orig[j], j)
             sp = 1
             st_node[0] = 0
-            st_dist[0] = _box_dist2(points, i, box, 0)
+            st_dist[0] = _box_dist2(points, i, box, 0, dims)
             while sp > 0:
                 sp -= 1
                 node = st_node[sp]
@@ -304,7 +361,7 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                 if nodes[node, 3] - nodes[node, 2] < leaf_size:
                     for j in range(nodes[node, 2], nodes[node, 3] + 1):
                         if j < a or j > z:  # seeded already (i included)
-                            m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j), orig[j], j)
+                            m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims), orig[j], j)
                     continue
                 ca = nodes[node, 0]
                 c = nodes[node, 1]
@@ -314,15 +371,15 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                 pc = False
                 if ca < n:
                     if ca < a or ca > z:
-                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, ca), orig[ca], ca)
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, ca, dims), orig[ca], ca)
                 else:
-                    da = _box_dist2(points, i, box, ca - n)
+                    da = _box_dist2(points, i, box, ca - n, dims)
                     pa = m < k or da <= kd[k - 1]
                 if c < n:
                     if c < a or c > z:
-                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c), orig[c], c)
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c, dims), orig[c], c)
                 else:
-                    dc = _box_dist2(points, i, box, c - n)
+                    dc = _box_dist2(points, i, box, c - n, dims)
                     pc = m < k or dc <= kd[k - 1]
                 sp = _push_children(st_node, st_dist, sp, ca - n, da, pa, c - n, dc, pc)
             for q in range(k):
@@ -354,8 +411,8 @@ def reduce_labels(labels, nodes, node_labels, breaks):
 
 
 @njit(cache=True, inline="always")
-def _metric(points, core2, mrd, i, j):
-    w = _dist2(points, i, j)
+def _metric(points, core2, mrd, i, j, dims):
+    w = _dist2(points, i, j, dims)
     if mrd:
         if core2[i] > w:
             w = core2[i]
@@ -365,7 +422,7 @@ def _metric(points, core2, mrd, i, j):
 
 
 @njit(parallel=True, cache=True)
-def compute_upper_bounds(points, labels, core2, mrd, radii):
+def compute_upper_bounds(points, labels, core2, mrd, radii, dims):
     """Morton-neighbour upper bounds on each component's shortest edge.
 
     For consecutive tree positions in different components, their distance
@@ -378,7 +435,7 @@ def compute_upper_bounds(points, labels, core2, mrd, radii):
         a = labels[i]
         b = labels[i + 1]
         if a != b:
-            w = _metric(points, core2, mrd, i, i + 1)
+            w = _metric(points, core2, mrd, i, i + 1, dims)
             if w < radii[a]:
                 radii[a] = w
             if w < radii[b]:
@@ -393,7 +450,7 @@ def _better(w, o, bw, bo):
 @njit(parallel=True, cache=True)
 def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                                   min_orig, core2, mrd, radii, lower,
-                                  leaf_size, resolved, cand_w, cand_j):
+                                  leaf_size, resolved, cand_w, cand_j, dims):
     """Every point's nearest point in another component (the paper's search).
 
     Points with ``resolved[i]`` set already hold their exact answer (from
@@ -426,7 +483,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
             bo = orig[bj] if bj >= 0 else -1
             sp = 1
             st_node[0] = 0
-            st_dist[0] = _box_dist2(points, i, box, 0)
+            st_dist[0] = _box_dist2(points, i, box, 0, dims)
             while sp > 0:
                 sp -= 1
                 node = st_node[sp]
@@ -441,7 +498,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                 if nodes[node, 3] - nodes[node, 2] < leaf_size:
                     for j in range(nodes[node, 2], nodes[node, 3] + 1):
                         if labels[j] != C:
-                            w = _metric(points, core2, mrd, i, j)
+                            w = _metric(points, core2, mrd, i, j, dims)
                             if _better(w, orig[j], bw, bo):
                                 bw = w
                                 bo = orig[j]
@@ -458,7 +515,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                 pc = False
                 if a < n:
                     if labels[a] != C:
-                        w = _metric(points, core2, mrd, i, a)
+                        w = _metric(points, core2, mrd, i, a, dims)
                         if _better(w, orig[a], bw, bo):
                             bw = w
                             bo = orig[a]
@@ -466,13 +523,13 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                             if bw < r:
                                 r = bw
                 elif node_labels[a - n] != C:
-                    da = _box_dist2(points, i, box, a - n)
+                    da = _box_dist2(points, i, box, a - n, dims)
                     if mrd and ci > da:
                         da = ci
                     pa = da <= r
                 if c < n:
                     if labels[c] != C:
-                        w = _metric(points, core2, mrd, i, c)
+                        w = _metric(points, core2, mrd, i, c, dims)
                         if _better(w, orig[c], bw, bo):
                             bw = w
                             bo = orig[c]
@@ -480,7 +537,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                             if bw < r:
                                 r = bw
                 elif node_labels[c - n] != C:
-                    dc = _box_dist2(points, i, box, c - n)
+                    dc = _box_dist2(points, i, box, c - n, dims)
                     if mrd and ci > dc:
                         dc = ci
                     pc = dc <= r
@@ -500,7 +557,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
 
 @njit(parallel=True, cache=True)
 def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j,
-                                 radii, lower, resolved, cand_w, cand_j, inf):
+                                 radii, lower, resolved, cand_w, cand_j, inf, dims):
     """Answer the search from each point's k nearest neighbours where exact.
 
     ``knn_*`` (n, k) list the k nearest other points under the order
@@ -528,7 +585,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
                     bw = knn_d2[i, q]
                     bj = j
                     break
-                w = _metric(points, core2, mrd, i, j)
+                w = _metric(points, core2, mrd, i, j, dims)
                 if _better(w, orig[j], bw, bo):
                     bw = w
                     bj = j

@@ -52,18 +52,19 @@ class CpuKernels:
     @staticmethod
     def build_bvh(points, codes, perm):
         n, d = points.shape
-        pts = np.ascontiguousarray(points[perm])
+        orig = perm.astype(np.int64, copy=False)
+        pts = cpu.gather_rows(points, orig)
         m = n - 1
         nodes = np.empty((m, 4), np.int64)
         parent = np.empty(2 * n - 1, np.int64)
         cpu.build_hierarchy(codes, nodes, parent)
-        order = cpu.bottom_up_order(nodes)
         box = np.empty((m, 2 * d), pts.dtype)
         min_orig = np.empty(m, np.int64)
-        orig = perm.astype(np.int64, copy=False)
-        cpu.compute_bounding_boxes(pts, orig, nodes, order, box, min_orig)
+        # the kernels are compiled for each d: ``dims`` carries it in its type
+        dims = (0,) * d
+        cpu.compute_bounding_boxes(pts, orig, nodes, box, min_orig, dims)
         return SimpleNamespace(points=pts, orig=orig, nodes=nodes, box=box,
-                               min_orig=min_orig, n=n, d=d)
+                               min_orig=min_orig, n=n, d=d, dims=dims)
 
     @staticmethod
     def k_nearest_neighbours(bvh, k):
@@ -72,7 +73,7 @@ class CpuKernels:
         d2 = np.empty((n, k), bvh.points.dtype)
         j = np.empty((n, k), np.int64)
         cpu.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
-                                 k, LEAF_SIZE, d2, j)
+                                 k, LEAF_SIZE, d2, j, bvh.dims)
         return d2, j
 
     @classmethod
@@ -111,17 +112,17 @@ class CpuKernels:
     @staticmethod
     def compute_upper_bounds(bvh, s):
         s.radii.fill(s.inf)
-        cpu.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii)
+        cpu.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii, bvh.dims)
 
     @staticmethod
     def find_component_outgoing_edges(bvh, s):
         cpu.resolve_from_neighbour_lists(
             bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
-            s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf)
+            s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims)
         cpu.find_component_outgoing_edges(
             bvh.points, bvh.orig, s.labels, s.node_labels, bvh.nodes, bvh.box,
             bvh.min_orig, s.core2, s.mrd,
-            s.radii, s.lower, LEAF_SIZE, s.resolved, s.cand_w, s.cand_j)
+            s.radii, s.lower, LEAF_SIZE, s.resolved, s.cand_w, s.cand_j, bvh.dims)
 
     @staticmethod
     def reduce_component_minima(bvh, s):
