@@ -236,33 +236,17 @@ class BoxResult:
 
 
 def _run_engine(points, backend, min_samples, core=None):
-    """The single-device engine on one point set; squared weights on the host,
-    in the engine's scaled units (``res.exponent``) and unscaled."""
-    res, s, t, w2s, w2, _ = _run_engine_ordered(points, backend, min_samples, core, False)
-    return res, s, t, w2s, w2
-
-
-def _run_engine_ordered(points, backend, min_samples, core, want_order):
-    """``_run_engine`` plus, with ``want_order``, the strict edge order
-    (w, min, max) as a permutation, sorted where the edges are (on the GPU
-    for the CUDA backend)."""
+    """The single-device engine on one point set: (res, source, target,
+    unscaled squared weights) on the host."""
     K = get_kernels(backend)
-    xp = K.xp
-    pts = xp.asarray(points)
-    if core is not None:
-        core = xp.asarray(core)
-    res = engine.boruvka(K, pts, min_samples, core_distances2=core)
-    order = None
-    if want_order:
-        s, t = res.source, res.target
-        order = K.to_host(xp.lexsort(xp.stack([xp.maximum(s, t).astype(xp.float64),
-                                               xp.minimum(s, t).astype(xp.float64),
-                                               res.weight2.astype(xp.float64)])))
+    pts = K.xp.asarray(points)
+    res = engine.boruvka(K, pts, min_samples,
+                         core_distances2=None if core is None else K.xp.asarray(core))
     to = K.to_host
-    w2s = to(res.weight2)
-    w2 = np.ldexp(w2s.astype(np.float64), -2 * res.exponent).astype(points.dtype) \
-        if res.exponent else w2s
-    return res, to(res.source), to(res.target), w2s, w2, order
+    w2 = to(res.weight2)
+    if res.exponent:
+        w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent).astype(points.dtype)
+    return res, to(res.source), to(res.target), w2
 
 
 @njit(cache=True)
@@ -323,7 +307,77 @@ def kruskal_certificate(order, a, b, w2, face2):
     return certified, labels
 
 
-def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> BoxResult:
+def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=256):
+    """The local certificate by Borůvka rounds over a box's MST edges, with
+    whole-array operations (CuPy on the GPU: no sequential pass).
+
+    Every round, each component takes its minimum incident tree edge in the
+    strict order (``rank``; the minimum edge leaving a component is a tree
+    edge, so this is its minimum outgoing edge among all the box's pairs) and
+    keeps it if its squared weight is below the component's smallest squared
+    face distance: then no foreign point can undercut it and it is a global
+    MST edge.  Kept edges merge their components (hooks plus pointer
+    jumping); rounds stop when no component can keep its edge.  It certifies
+    a subset of what ``kruskal_certificate`` does; every edge it leaves is a
+    phase-2 candidate, so stopping early (``max_rounds``) costs no exactness.
+
+    s, t : (m,) int64 local indices; rank : (m,) int64 strict-order rank;
+    w2, face2 : (m,) and (n,) float64 squared (scaled) weights and safe face
+    distances, both >= 0; ``scatter_min(a, idx, v)`` is ``np.minimum.at``
+    (``cupyx.scatter_min``).  Returns ``certified`` (m,) bool and ``labels``
+    (n,) int64 (a component's root index).
+    """
+    m = s.shape[0]
+    certified = xp.zeros(m, xp.bool_)
+    labels = xp.arange(n, dtype=xp.int64)
+    face_key = face2.astype(xp.float64).view(xp.int64)  # order-preserving for >= 0
+    live = xp.arange(m, dtype=xp.int64)                 # edges between components
+    big = xp.iinfo(xp.int64).max
+    for _ in range(max_rounds):
+        lu, lv = labels[s[live]], labels[t[live]]
+        between = lu != lv
+        live, lu, lv = live[between], lu[between], lv[between]
+        if live.shape[0] == 0:
+            break
+        r = rank[live]
+        best = xp.full(n, big, xp.int64)
+        scatter_min(best, lu, r)
+        scatter_min(best, lv, r)
+        low = xp.full(n, big, xp.int64)
+        scatter_min(low, labels, face_key)
+        wk = w2[live].astype(xp.float64).view(xp.int64)
+        by_u = (best[lu] == r) & (wk < low[lu])
+        by_v = (best[lv] == r) & (wk < low[lv])
+        keep = by_u | by_v
+        if not bool(keep.any()):
+            break
+        certified[live[keep]] = True
+        parent = xp.arange(n, dtype=xp.int64)
+        # a component hooks along its own kept edge; an edge kept by both
+        # sides hooks the larger root under the smaller (no 2-cycles)
+        hu = by_u & ~(by_v & (lu < lv))
+        hv = by_v & ~(by_u & (lv < lu))
+        parent[lu[hu]] = lv[hu]
+        parent[lv[hv]] = lu[hv]
+        while True:
+            nxt = parent[parent]
+            if not bool((nxt != parent).any()):
+                break
+            parent = nxt
+        labels = parent[labels]
+    return certified, labels
+
+
+def _scatter_min(xp):
+    if xp is np:
+        return np.minimum.at
+    import cupyx
+
+    return cupyx.scatter_min
+
+
+def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
+              certificate="auto") -> BoxResult:
     """Phase 1 on one box: certified edges, the rest of its MST, super-vertices.
 
     points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending
@@ -332,9 +386,13 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> Bo
     core : (m,) squared core distances (mutual reachability) or None.
 
     The box's MST comes from the single-device engine on any backend; the
-    certificate (``kruskal_certificate``) runs on the host over its m - 1
-    edges, in the engine's scaled units so that nothing underflows.
+    certificate runs where the edges are, in the engine's scaled units (so
+    nothing underflows): ``kruskal_certificate`` (numba) on the CPU,
+    ``boruvka_certificate`` (whole-array CuPy operations) on the GPU
+    (``certificate`` = "kruskal" or "boruvka" picks one; for the tests).
     """
+    import time
+
     m, d = points.shape
     dt = points.dtype
     if m == 0:
@@ -343,28 +401,61 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None) -> Bo
     if m == 1:
         e = Edges.empty(dt)
         return BoxResult(e, e, gids.copy(), 0.0, 1, {})
-    import time
-
     t0 = time.perf_counter()
-    alone = not np.isfinite(face).any()  # shares no face: its MST is final
-    res, s, t, w2s, w2, order = _run_engine_ordered(points, backend, min_samples, core,
-                                                    not alone)
+    K = get_kernels(backend)
+    xp, to = K.xp, K.to_host
+    pts = xp.asarray(points)
+    res = engine.boruvka(K, pts, min_samples,
+                         core_distances2=None if core is None else xp.asarray(core))
+    s, t, w2s = res.source, res.target, res.weight2
+    K.synchronize()
     t1 = time.perf_counter()
+    alone = not np.isfinite(face).any()  # shares no face: its MST is final
     if alone:
-        certified = np.ones(m - 1, np.bool_)
-        labels = np.zeros(m, np.int64)
+        certified = None
+        labels = xp.zeros(m, xp.int64)
         n_super = 1
     else:
         safe = np.ldexp(certificate_distances(face, dt, d).astype(np.float64), res.exponent)
         with np.errstate(over="ignore"):  # no face: +inf, certifies anything
-            safe2 = safe * safe
-        certified, labels = kruskal_certificate(order, s, t, w2s.astype(np.float64), safe2)
-        n_super = int(np.count_nonzero(labels == np.arange(m)))  # roots label themselves
+            safe2 = safe * safe + 0.0     # (+ 0.0: no negative zero)
+        w2f = w2s.astype(xp.float64)
+        order = xp.lexsort(xp.stack([xp.maximum(s, t).astype(xp.float64),
+                                     xp.minimum(s, t).astype(xp.float64), w2f]))
+        if certificate == "auto":
+            certificate = "kruskal" if xp is np else "boruvka"
+        if certificate == "kruskal":
+            order = K.to_host(order)
+            s, t = K.to_host(s), K.to_host(t)
+            certified, labels = kruskal_certificate(order, s, t, K.to_host(w2f), safe2)
+            certified, labels = xp.asarray(certified), xp.asarray(labels)
+            s, t = xp.asarray(s), xp.asarray(t)
+        else:
+            rank = xp.empty(m - 1, xp.int64)
+            rank[order] = xp.arange(m - 1, dtype=xp.int64)
+            certified, labels = boruvka_certificate(xp, s, t, rank, w2f, xp.asarray(safe2),
+                                                    m, _scatter_min(xp))
+        n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
+    K.synchronize()
     t2 = time.perf_counter()
-    sl = gids[labels]
-    all_edges = Edges(gids[s], gids[t], w2, sl[s], sl[t])
-    out = BoxResult(all_edges.take(certified), all_edges.take(~certified), sl,
-                    float(w2.max()), n_super)
+    g = xp.asarray(gids)
+    u, v = g[s], g[t]
+    sl = g[labels]
+    w2 = to(w2s)
+    if res.exponent:  # on the host: GPU arithmetic may flush subnormals
+        w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent).astype(dt)
+    if certified is None:
+        z = np.zeros(0, np.int64)
+        cert = Edges(to(u), to(v), w2, z, z.copy())
+        rest = Edges.empty(dt)
+    else:
+        c = to(certified)
+        su, sv = sl[s], sl[t]
+        z = np.zeros(0, np.int64)
+        cert = Edges(to(u[certified]), to(v[certified]), w2[c], z, z.copy())
+        nc = ~certified
+        rest = Edges(to(u[nc]), to(v[nc]), w2[~c], to(su[nc]), to(sv[nc]))
+    out = BoxResult(cert, rest, to(sl), float(w2.max()), n_super)
     out.seconds = {"engine": t1 - t0, "certificate": t2 - t1,
                    "edges": time.perf_counter() - t2}
     return out
@@ -401,7 +492,7 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     dt = uncertified.w2.dtype
     cands = [uncertified]
     if points.shape[0] > 1:
-        res, s, t, _, w2 = _run_engine(points, backend, min_samples, core=core)
+        res, s, t, w2 = _run_engine(points, backend, min_samples, core=core)
         keep = super_labels[s] != super_labels[t]
         s, t = s[keep], t[keep]
         cands.append(Edges(gids[s], gids[t], w2[keep].astype(dt, copy=False),
@@ -477,7 +568,7 @@ def mean_spacing(part: Partitioning, n: int) -> float:
 
 
 def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend="cpu",
-                     max_rounds: int = 8):
+                     max_rounds: int = 8, certificate="auto"):
     """Exact EMST of ``points`` (numpy, validated) computed box by box.
 
     With ``n_boxes == 1`` this is exactly the single-device algorithm.
@@ -494,7 +585,7 @@ def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend="cpu",
         face = face_distances(part, k, points[idx])
         faces.append(face)
         results.append(solve_box(points[idx], idx, face, backend, min_samples,
-                                 None if core is None else core[idx]))
+                                 None if core is None else core[idx], certificate))
     certified = Edges.concat([r.certified for r in results], dt)
     super_labels = np.empty(n, np.int64)
     for idx, r in zip(members, results):

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from emst_dask import emst
 from emst_dask.datasets import GENERATORS
 from emst_dask.partition import (assign_boxes, choose_partitioning, emst_partitioned,
-                                 face_distances)
+                                 face_distances, solve_box)
 
 from oracle import oracle
 
@@ -20,9 +20,9 @@ def edge_set(u, v):
     return set(zip(np.minimum(u, v).tolist(), np.maximum(u, v).tolist()))
 
 
-def check_same_as_single(points, P, min_samples=1):
+def check_same_as_single(points, P, min_samples=1, certificate="auto"):
     ref = emst(points, min_samples=min_samples, backend="cpu")
-    res = emst_partitioned(points, P, min_samples=min_samples)
+    res = emst_partitioned(points, P, min_samples=min_samples, certificate=certificate)
     assert len(res.source) == points.shape[0] - 1
     assert edge_set(res.source, res.target) == edge_set(ref.source, ref.target)
     w = np.sqrt(res.weight2.astype(np.float64))
@@ -111,3 +111,25 @@ def test_boxes_tile_and_faces_bound_foreign_points():
         dmin = np.sqrt(((sample[:, None, :].astype(np.float64) - others[None]) ** 2)
                        .sum(-1)).min(1)
         assert np.all(dmin >= b[:200] - 1e-12)
+
+
+@pytest.mark.parametrize("P", [2, 3, 8])
+def test_boruvka_certificate_is_exact_and_weaker(P):
+    """The GPU's whole-array certificate (run here with numpy): every edge it
+    keeps, the Kruskal replay keeps too, and the result is the same tree."""
+    pts = GENERATORS["halos"](20_000, 3, 2)
+    part = choose_partitioning(pts, P)
+    box = assign_boxes(part, pts)
+    for k in range(P):
+        idx = np.flatnonzero(box == k)
+        face = face_distances(part, k, pts[idx])
+        kr = solve_box(pts[idx], idx, face, certificate="kruskal")
+        bo = solve_box(pts[idx], idx, face, certificate="boruvka")
+        assert edge_set(bo.certified.u, bo.certified.v) <= edge_set(kr.certified.u,
+                                                                   kr.certified.v)
+        assert len(bo.certified) > 0.5 * len(kr.certified)
+        assert bo.n_super == np.unique(bo.super_labels).size >= kr.n_super
+    check_same_as_single(pts, P, certificate="boruvka")
+    lattice = np.random.default_rng(P).integers(0, 6, (3000, 3)).astype(np.float32)
+    check_same_as_single(lattice, P, certificate="boruvka")
+    check_same_as_single(pts[:5000], P, min_samples=5, certificate="boruvka")
