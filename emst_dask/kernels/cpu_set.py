@@ -9,13 +9,21 @@ from . import cpu
 
 #: subtrees of at most this many points are scanned point by point: on a CPU
 #: a short linear scan beats descending the last levels of a binary tree
-LEAF_SIZE = 8
+#: (Borůvka search, 1M points, 1 thread, CPU s: halos 0.55 / 0.54 / 0.53
+#: with 8 / 12 / 16, uniform 3-D 0.40 / 0.40 / 0.37)
+LEAF_SIZE = 16
+#: the k-NN scans longer runs: with the axis loop unrolled a distance is
+#: cheap next to a box test (k-NN alone, CPU s with 8 / 16 / 32: halos
+#: 1.23 / 1.06 / 0.96, uniform 2-D 0.69 / 0.63 / 0.61; flat up to 64)
+KNN_LEAF_SIZE = 32
 #: neighbours listed per point up front; they answer the early iterations'
 #: searches exactly (most points' nearest foreign point is among them)
 NEIGHBOUR_LIST = 8
 #: in 3-D and up a shorter list is cheaper than the searches it saves
 #: (measured at 1M points, 2 cores: halos 3.24 s with 6 against 3.67 s with 8;
-#: uniform 2-D 2.13 s with 8 against 2.42 s with 6)
+#: uniform 2-D 2.13 s with 8 against 2.42 s with 6; checked again after the
+#: leaf sizes above, 1 thread, CPU s: halos 1.94 / 1.92 / 2.03 with 5 / 6 / 8,
+#: uniform 2-D 1.45 / 1.38 / 1.38 with 6 / 8 / 10)
 NEIGHBOUR_LIST_3D = 6
 
 
@@ -73,7 +81,7 @@ class CpuKernels:
         d2 = np.empty((n, k), bvh.points.dtype)
         j = np.empty((n, k), np.int64)
         cpu.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
-                                 k, LEAF_SIZE, d2, j, bvh.dims)
+                                 k, KNN_LEAF_SIZE, d2, j, bvh.dims)
         return d2, j
 
     @classmethod
