@@ -476,3 +476,40 @@ def test_oracle_self_check():
     ref = scipy_sparse.minimum_spanning_tree(dist).sum()
     assert np.isclose(total, ref, rtol=1e-12)
     assert len(edges) == 299
+
+
+# ---------------------------------------------------------------------------
+# CPU kernels: the parallel reduce/merge do not depend on how ids are split
+# ---------------------------------------------------------------------------
+def _chain(n):
+    """1-D points with growing gaps: Borůvka hooks them into long chains."""
+    return np.cumsum(1.0 + np.arange(n) % 7 + np.arange(n) * 1e-3)[:, None]
+
+
+@pytest.mark.parametrize("kind", ["random_f32", "lattice_ties", "duplicates", "chain",
+                                  "chain_reversed"])
+def test_cpu_chunked_reduce_merge_is_exact(kind, monkeypatch):
+    from emst_dask.kernels import cpu_set
+
+    rng = np.random.default_rng(21)
+    if kind == "random_f32":
+        pts = rng.random((30_000, 3), dtype=np.float32)
+    elif kind == "lattice_ties":
+        pts = np.array(list(itertools.product(range(180), repeat=2)), np.float32)
+    elif kind == "duplicates":
+        pts = rng.integers(0, 40, (25_000, 2)).astype(np.float64)
+    elif kind == "chain":
+        pts = _chain(20_000)
+    else:
+        pts = _chain(20_000)[::-1].copy()
+    results = []
+    for chunks in (1, 2, 7):
+        monkeypatch.setattr(cpu_set, "_chunks", lambda n, c=chunks: c)
+        t = emst(pts, backend="cpu").sorted_by_weight()
+        results.append((host(t.source), host(t.target), host(t.weight)))
+    for src, dst, w in results[1:]:
+        np.testing.assert_array_equal(w, results[0][2])
+        assert edge_set(src, dst) == edge_set(results[0][0], results[0][1])
+    if kind.startswith("chain"):  # the MST of a 1-D cloud is the sorted path
+        order = np.argsort(pts[:, 0], kind="stable")
+        assert edge_set(results[0][0], results[0][1]) == edge_set(order[:-1], order[1:])

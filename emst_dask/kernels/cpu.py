@@ -601,36 +601,73 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
             radii[C] = bw
 
 
-@njit(cache=True)
-def reduce_component_minima(orig, labels, cand_w, cand_j, comp_w, comp_src, comp_dst):
+@njit(cache=True, inline="always")
+def _take_if_better(orig, i, j, w, comp_w, comp_src, comp_dst, C):
+    """Component C keeps edge (i, j, w) if it beats its current one under
+    (w, min orig, max orig)."""
+    s = comp_src[C]
+    if s >= 0:
+        cw = comp_w[C]
+        if w > cw:
+            return
+        if w == cw:
+            a = min(orig[i], orig[j])
+            b = max(orig[i], orig[j])
+            ca = min(orig[s], orig[comp_dst[C]])
+            cb = max(orig[s], orig[comp_dst[C]])
+            if a > ca or (a == ca and b >= cb):
+                return
+    comp_w[C] = w
+    comp_src[C] = i
+    comp_dst[C] = j
+
+
+@njit(parallel=True, cache=True)
+def reduce_component_minima(orig, labels, cand_w, cand_j, radii, comp_w, comp_src,
+                            comp_dst, foreign, nchunks, inf):
     """Each component's shortest outgoing edge under (w, min orig, max orig).
 
-    comp_* are indexed by component id (a tree position); comp_src must hold
-    -1 on entry.  Sequential: one cheap pass, and it keeps the result
-    independent of thread scheduling.
+    comp_* are indexed by component id (a tree position); comp_src is -1
+    (and comp_w ``inf``) where a component has no edge.  The tree positions are cut into
+    ``nchunks`` stretches and a component belongs to the stretch holding its
+    id: each thread initialises and reduces its own components, and leaves
+    the points of other stretches' components in ``foreign`` ((n,) int64
+    scratch), which a sequential pass takes afterwards, in order, so the
+    result never depends on scheduling.  Only points with ``cand_w <=
+    radii[C]`` can hold the minimum (the radius is the weight of a real
+    outgoing edge), which leaves few foreign points in the late iterations,
+    where components are large.
     """
     n = labels.shape[0]
-    for i in range(n):
-        j = cand_j[i]
-        if j < 0:
-            continue
-        C = labels[i]
-        w = cand_w[i]
-        a = min(orig[i], orig[j])
-        b = max(orig[i], orig[j])
-        s = comp_src[C]
-        if s >= 0:
-            cw = comp_w[C]
-            if w > cw:
+    step = (n + nchunks - 1) // nchunks
+    nforeign = np.zeros(nchunks, np.int64)
+    for c in prange(nchunks):
+        lo = c * step
+        hi = min(n, lo + step)
+        for C in range(lo, hi):
+            comp_src[C] = -1
+            comp_w[C] = inf
+        f = lo
+        for i in range(lo, hi):
+            j = cand_j[i]
+            if j < 0:
                 continue
-            if w == cw:
-                ca = min(orig[s], orig[comp_dst[C]])
-                cb = max(orig[s], orig[comp_dst[C]])
-                if a > ca or (a == ca and b >= cb):
-                    continue
-        comp_w[C] = w
-        comp_src[C] = i
-        comp_dst[C] = j
+            C = labels[i]
+            w = cand_w[i]
+            if w > radii[C]:
+                continue
+            if C < lo or C >= hi:
+                foreign[f] = i
+                f += 1
+                continue
+            _take_if_better(orig, i, j, w, comp_w, comp_src, comp_dst, C)
+        nforeign[c] = f - lo
+    for c in range(nchunks):
+        lo = c * step
+        for t in range(lo, lo + nforeign[c]):
+            i = foreign[t]
+            _take_if_better(orig, i, cand_j[i], cand_w[i], comp_w, comp_src, comp_dst,
+                            labels[i])
 
 
 @njit(cache=True)
@@ -660,48 +697,62 @@ def certify_component_edges(labels, face2, comp_w, comp_src, comp_face2):
     return count
 
 
-@njit(cache=True)
-def _find_root(nxt, c):
-    r = c
-    while nxt[r] != r:
-        r = nxt[r]
-    while nxt[c] != r:  # path compression
-        t = nxt[c]
-        nxt[c] = r
-        c = t
-    return r
-
-
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def merge_components(labels, comp_w, comp_src, comp_dst, lower,
-                     edge_src, edge_dst, edge_w, n_edges):
+                     edge_src, edge_dst, edge_w, n_edges, nxt, hooked, nchunks):
     """Add every component's chosen edge and relabel points to the new roots.
 
     Under a strict total order the chosen edges form a forest whose only
     cycles are 2-cycles over one shared edge; the smaller component of such a
     mutual pair becomes the root and its duplicate edge is dropped.
-    Returns the new number of edges.
+    ``nxt`` and ``hooked`` are (n,) int64 scratch.  Parallel over stretches
+    of component ids; edges are appended in component order, as a
+    sequential pass would.  Returns the new number of edges.
     """
     n = labels.shape[0]
-    nxt = np.arange(n)
-    for C in range(n):
-        s = comp_src[C]
-        if s < 0 or labels[C] != C:
-            continue
-        D = labels[comp_dst[C]]
-        back = labels[comp_dst[D]] if comp_src[D] >= 0 else -1
-        if back == C and C < D:
-            continue  # mutual pair: C is the root, D adds the shared edge
-        nxt[C] = D
-        edge_src[n_edges] = s
-        edge_dst[n_edges] = comp_dst[C]
-        edge_w[n_edges] = comp_w[C]
-        n_edges += 1
-    for C in range(n):
-        if comp_src[C] >= 0 and labels[C] == C:
-            _find_root(nxt, C)
+    step = (n + nchunks - 1) // nchunks
+    counts = np.zeros(nchunks + 1, np.int64)
+    for c in prange(nchunks):
+        cnt = 0
+        for C in range(c * step, min(n, (c + 1) * step)):
+            if labels[C] != C:
+                continue
+            nxt[C] = C
+            if comp_src[C] < 0:
+                continue
+            D = labels[comp_dst[C]]
+            back = labels[comp_dst[D]] if comp_src[D] >= 0 else -1
+            if back == C and C < D:
+                continue  # mutual pair: C is the root, D adds the shared edge
+            nxt[C] = D
+            cnt += 1
+        counts[c + 1] = cnt
+    for c in range(nchunks):
+        counts[c + 1] += counts[c]
+    for c in prange(nchunks):
+        e = counts[c]
+        for C in range(c * step, min(n, (c + 1) * step)):
+            if labels[C] == C and nxt[C] != C:
+                edge_src[n_edges + e] = comp_src[C]
+                edge_dst[n_edges + e] = comp_dst[C]
+                edge_w[n_edges + e] = comp_w[C]
+                hooked[e] = C
+                e += 1
+    h = counts[nchunks]
+    # pointer jumping to the roots; a racy read only sees an ancestor
+    while True:
+        changed = 0
+        for t in prange(h):
+            C = hooked[t]
+            r = nxt[C]
+            rr = nxt[r]
+            if rr != r:
+                nxt[C] = rr
+                changed += 1
+        if changed == 0:
+            break
     _relabel(labels, nxt, comp_w, lower)
-    return n_edges
+    return n_edges + h
 
 
 @njit(parallel=True, cache=True)
@@ -713,7 +764,7 @@ def _relabel(labels, nxt, comp_w, lower):
         w = comp_w[C]
         if w > lower[i]:
             lower[i] = w
-        labels[i] = nxt[nxt[C]]
+        labels[i] = nxt[C]
 
 
 # --------------------------------------------------------------------------

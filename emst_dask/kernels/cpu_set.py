@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 
 from . import cpu
@@ -25,6 +26,12 @@ NEIGHBOUR_LIST = 8
 #: leaf sizes above, 1 thread, CPU s: halos 1.94 / 1.92 / 2.03 with 5 / 6 / 8,
 #: uniform 2-D 1.45 / 1.38 / 1.38 with 6 / 8 / 10)
 NEIGHBOUR_LIST_3D = 6
+
+
+def _chunks(n: int) -> int:
+    """Stretches of component ids for the parallel reduce and merge: one
+    per thread (a component's stretch is its owner), none under 4096 ids."""
+    return max(1, min(numba.get_num_threads(), n // 4096))
 
 
 def neighbour_list_size(d: int) -> int:
@@ -111,7 +118,9 @@ class CpuKernels:
             comp_w=np.empty(n, dt), comp_src=np.empty(n, np.int64),
             comp_dst=np.empty(n, np.int64),
             edge_src=np.empty(n - 1, np.int64), edge_dst=np.empty(n - 1, np.int64),
-            edge_w=np.empty(n - 1, dt), n_edges=0)
+            edge_w=np.empty(n - 1, dt), n_edges=0,
+            nxt=np.empty(n, np.int64), scratch=np.empty(n, np.int64),
+            nchunks=_chunks(n))
 
     @staticmethod
     def reduce_labels(bvh, s):
@@ -134,16 +143,15 @@ class CpuKernels:
 
     @staticmethod
     def reduce_component_minima(bvh, s):
-        s.comp_src.fill(-1)
-        s.comp_w.fill(s.inf)
-        cpu.reduce_component_minima(bvh.orig, s.labels, s.cand_w, s.cand_j,
-                                    s.comp_w, s.comp_src, s.comp_dst)
+        cpu.reduce_component_minima(bvh.orig, s.labels, s.cand_w, s.cand_j, s.radii,
+                                    s.comp_w, s.comp_src, s.comp_dst, s.scratch,
+                                    s.nchunks, s.inf)
 
     @staticmethod
     def merge_components(bvh, s):
         s.n_edges = cpu.merge_components(s.labels, s.comp_w, s.comp_src, s.comp_dst,
                                          s.lower, s.edge_src, s.edge_dst, s.edge_w,
-                                         s.n_edges)
+                                         s.n_edges, s.nxt, s.scratch, s.nchunks)
         return s.n_edges
 
     @staticmethod
