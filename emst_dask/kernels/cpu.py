@@ -391,23 +391,41 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
 # Borůvka phases
 # --------------------------------------------------------------------------
 @njit(parallel=True, cache=True)
-def reduce_labels(labels, nodes, node_labels, breaks):
+def reduce_labels(labels, span, node_labels, breaks, shift):
     """Label of every internal node: the common label of its leaves, or -1.
 
     A node is single-component iff no label changes inside its leaf range,
     i.e. iff the prefix count of label changes along the curve is equal at
-    both ends of the range.  ``breaks`` is (n,) int64 scratch.
+    both ends of the range.  ``span`` is (n-1, 2): each node's first and
+    last leaf (compact, from ``nodes``); ``breaks`` is (n,) int32 scratch.
+    The count is kept per stretch of ``2**shift`` positions, each stretch
+    counted by one thread; the stretch totals are added on the fly.
     """
     n = labels.shape[0]
-    breaks[0] = 0
-    for i in prange(1, n):
-        breaks[i] = 1 if labels[i] != labels[i - 1] else 0
-    # prefix sum (sequential; cheap next to the search)
-    for i in range(1, n):
-        breaks[i] += breaks[i - 1]
+    step = 1 << shift
+    nst = (n + step - 1) >> shift
+    tot = np.zeros(nst + 1, np.int64)
+    for c in prange(nst):
+        lo = c * step
+        hi = min(n, lo + step)
+        cnt = 0
+        for i in range(lo, hi):
+            if i > 0 and labels[i] != labels[i - 1]:
+                cnt += 1
+            breaks[i] = cnt
+        tot[c + 1] = cnt
+    for c in range(nst):
+        tot[c + 1] += tot[c]
     for k in prange(n - 1):
-        a = nodes[k, 2]
-        node_labels[k] = labels[a] if breaks[nodes[k, 3]] == breaks[a] else -1
+        a = span[k, 0]
+        b = span[k, 1]
+        ca = a >> shift
+        cb = b >> shift
+        if ca == cb:
+            same = breaks[b] == breaks[a]
+        else:
+            same = breaks[b] + tot[cb] == breaks[a] + tot[ca]
+        node_labels[k] = labels[a] if same else -1
 
 
 @njit(cache=True, inline="always")

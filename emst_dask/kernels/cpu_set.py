@@ -28,6 +28,11 @@ NEIGHBOUR_LIST = 8
 NEIGHBOUR_LIST_3D = 6
 
 
+def _index_type(n: int):
+    """Narrowest integer type for tree positions (and counts) below n."""
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
 def _chunks(n: int) -> int:
     """Stretches of component ids for the parallel reduce and merge: one
     per thread (a component's stretch is its owner), none under 4096 ids."""
@@ -78,8 +83,10 @@ class CpuKernels:
         # the kernels are compiled for each d: ``dims`` carries it in its type
         dims = (0,) * d
         cpu.compute_bounding_boxes(pts, orig, nodes, box, min_orig, dims)
+        # each node's leaf range, compact: label reduction reads it every iteration
+        span = nodes[:, 2:4].astype(_index_type(n))
         return SimpleNamespace(points=pts, orig=orig, nodes=nodes, box=box,
-                               min_orig=min_orig, n=n, d=d, dims=dims)
+                               min_orig=min_orig, span=span, n=n, d=d, dims=dims)
 
     @staticmethod
     def k_nearest_neighbours(bvh, k):
@@ -110,8 +117,9 @@ class CpuKernels:
             resolved=np.empty(n, np.bool_),
             core2=core2, mrd=mrd, inf=dt.type(np.inf),
             labels=np.arange(n, dtype=np.int64),
-            node_labels=np.empty(n - 1, np.int64),
-            breaks=np.empty(n, np.int64),
+            node_labels=np.empty(n - 1, _index_type(n)),
+            breaks=np.empty(n, _index_type(n)),
+            shift=max(12, int(np.ceil(np.log2(max(1.0, n / numba.get_num_threads()))))),
             radii=np.empty(n, dt),
             lower=np.zeros(n, dt),
             cand_w=np.empty(n, dt), cand_j=np.empty(n, np.int64),
@@ -124,7 +132,7 @@ class CpuKernels:
 
     @staticmethod
     def reduce_labels(bvh, s):
-        cpu.reduce_labels(s.labels, bvh.nodes, s.node_labels, s.breaks)
+        cpu.reduce_labels(s.labels, bvh.span, s.node_labels, s.breaks, s.shift)
 
     @staticmethod
     def compute_upper_bounds(bvh, s):
