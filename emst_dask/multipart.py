@@ -169,7 +169,8 @@ def _summarize_task(block: Block, n_total, sample_size, seed):
     x = block.points
     m = x.shape[0]
     rng = np.random.default_rng([seed, block.start])
-    take = rng.random(m) < min(1.0, sample_size / max(n_total, 1))
+    k = min(m, int(round(sample_size * m / max(n_total, 1))))
+    take = np.sort(rng.choice(m, size=k, replace=False)) if k < m else np.arange(m)
     lo = x.min(axis=0).astype(np.float64) if m else None
     hi = x.max(axis=0).astype(np.float64) if m else None
     return dict(m=m, lo=lo, hi=hi, sample=np.asarray(x[take], np.float64), nbytes=x.nbytes)
@@ -177,12 +178,11 @@ def _summarize_task(block: Block, n_total, sample_size, seed):
 
 def _split_task(block: Block, partitioning):
     box = part_mod.assign_boxes(partitioning, block.points)
+    order, starts = part_mod.box_order(box, partitioning.n_boxes)
     out = {}
     for k in range(partitioning.n_boxes):
-        # P passes of a vectorised compare beat a sort for the few boxes
-        # there are; rows stay in ascending global id
-        sel = np.flatnonzero(box == k)
-        out[k] = Piece(block.points[sel], block.start + sel.astype(np.int64))
+        sel = order[starts[k]:starts[k + 1]]  # stable: ascending global ids
+        out[k] = Piece(block.points[sel], block.start + sel)
     return out
 
 

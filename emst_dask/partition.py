@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from . import engine
 from .kernels import get_kernels
@@ -102,23 +102,57 @@ def recursive_coordinate_bisection(sample: np.ndarray, n_boxes: int,
                         glo, ghi, splits)
 
 
-def assign_boxes(part: Partitioning, points) -> np.ndarray:
-    """(n,) int64 box of each point (``x < split`` goes left)."""
+def _split_arrays(part: Partitioning):
+    rows = part.splits or [[0, 0.0, -1, -1]]
+    return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.float64),
+            np.array([r[2] for r in rows], np.int64), np.array([r[3] for r in rows], np.int64))
+
+
+@njit(parallel=True, cache=True)
+def _box_of(points, axes, values, left, right):
     n = points.shape[0]
-    box = np.zeros(n, np.int64)
-    if not part.splits:
-        return box
-    stack = [(0, np.arange(n))]
-    while stack:
-        node, idx = stack.pop()
-        axis, v, left, right = part.splits[node]
-        on_left = points[idx, axis] < v
-        for child, sub in ((left, idx[on_left]), (right, idx[~on_left])):
-            if child < 0:
-                box[sub] = ~child
+    out = np.empty(n, np.int64)
+    for i in prange(n):
+        node = 0
+        while True:
+            # compared in float64, like the face distances: a float32
+            # coordinate and a split value that float32 cannot hold must not
+            # round onto the same side
+            if np.float64(points[i, axes[node]]) < values[node]:
+                child = left[node]
             else:
-                stack.append((child, sub))
-    return box
+                child = right[node]
+            if child < 0:
+                out[i] = ~child
+                break
+            node = child
+    return out
+
+
+def assign_boxes(part: Partitioning, points) -> np.ndarray:
+    """(n,) int64 box of each point (``x < split`` goes left, in float64)."""
+    n = points.shape[0]
+    if not part.splits or n == 0:
+        return np.zeros(n, np.int64)
+    return _box_of(np.ascontiguousarray(points), *_split_arrays(part))
+
+
+@njit(cache=True)
+def box_order(box, n_boxes):
+    """Counting sort of the rows by box, stable: (order (n,), starts (P+1,))."""
+    n = box.shape[0]
+    starts = np.zeros(n_boxes + 1, np.int64)
+    for i in range(n):
+        starts[box[i] + 1] += 1
+    for k in range(n_boxes):
+        starts[k + 1] += starts[k]
+    pos = starts[:-1].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        b = box[i]
+        order[pos[b]] = i
+        pos[b] += 1
+    return order, starts
 
 
 def face_distances(part: Partitioning, k: int, points) -> np.ndarray:

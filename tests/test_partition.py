@@ -133,3 +133,28 @@ def test_boruvka_certificate_is_exact_and_weaker(P):
     lattice = np.random.default_rng(P).integers(0, 6, (3000, 3)).astype(np.float32)
     check_same_as_single(lattice, P, certificate="boruvka")
     check_same_as_single(pts[:5000], P, min_samples=5, certificate="boruvka")
+
+
+@pytest.mark.parametrize("P", [2, 4])
+def test_points_within_an_ulp_of_a_split_plane(P):
+    """float32 coordinates on both sides of split values float32 cannot hold:
+    boxes are assigned in float64, as the face distances are computed."""
+    rng = np.random.default_rng(9)
+    base = rng.random((6000, 3)).astype(np.float32)
+    part = choose_partitioning(base, P)
+    extra = []
+    for axis, v, _, _ in part.splits:
+        c = np.float32(v)
+        near = np.array([np.nextafter(c, np.float32(-1)), c, np.nextafter(c, np.float32(2))],
+                        np.float32)
+        blob = rng.random((900, 3)).astype(np.float32) * np.float32(0.01) + np.float32(0.5)
+        blob[:, axis] = near[rng.integers(0, 3, 900)]
+        extra.append(blob)
+    pts = np.concatenate([base] + extra)
+    same = choose_partitioning(pts, P)
+    box = assign_boxes(same, pts)
+    for k in range(P):
+        mine = pts[box == k].astype(np.float64)
+        assert np.all((mine >= same.lo[k]) & (mine <= same.hi[k]))
+    check_same_as_single(pts, P)
+    check_same_as_single(pts, P, certificate="boruvka")
