@@ -575,7 +575,8 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
 
 @njit(parallel=True, cache=True)
 def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j,
-                                 radii, lower, resolved, cand_w, cand_j, inf, dims):
+                                 radii, lower, resolved, cand_w, cand_j, inf, dims,
+                                 skip):
     """Answer the search from each point's k nearest neighbours where exact.
 
     ``knn_*`` (n, k) list the k nearest other points under the order
@@ -585,10 +586,21 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
     point is exact if its weight is below ``max(core2_i, knn_d2[i, -1])``,
     the least weight an unlisted point can have; otherwise it seeds the
     search.  Early Borůvka iterations need no tree search at all this way.
+
+    ``skip[i]`` (int32, 0 at the start) counts the leading listed points
+    known to share i's component: components only merge, so they are not
+    read again; once it reaches k the list has nothing more to offer
+    (``lower[i]`` already holds its bound).
     """
     n = points.shape[0]
     k = knn_j.shape[1]
     for i in prange(n):
+        q0 = skip[i]
+        if q0 == k:
+            cand_w[i] = inf
+            cand_j[i] = -1
+            resolved[i] = False
+            continue
         C = labels[i]
         bound = knn_d2[i, k - 1]
         if mrd and core2[i] > bound:
@@ -596,9 +608,12 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
         bw = inf
         bj = -1
         bo = -1
-        for q in range(k):
+        first = k
+        for q in range(q0, k):
             j = knn_j[i, q]
             if labels[j] != C:
+                if first == k:
+                    first = q
                 if not mrd:
                     bw = knn_d2[i, q]
                     bj = j
@@ -610,6 +625,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
                     bo = orig[j]
         cand_w[i] = bw
         cand_j[i] = bj
+        skip[i] = first
         done = bj >= 0 and (not mrd or bw < bound)
         resolved[i] = done
         lb = bw if done else (bound if bw > bound else bw)

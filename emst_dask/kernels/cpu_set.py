@@ -114,7 +114,7 @@ class CpuKernels:
             bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(
                 bvh, min(neighbour_list_size(bvh.d), n - 1))
         return SimpleNamespace(
-            resolved=np.empty(n, np.bool_),
+            resolved=np.empty(n, np.bool_), skip=np.zeros(n, np.int32),
             core2=core2, mrd=mrd, inf=dt.type(np.inf),
             labels=np.arange(n, dtype=np.int64),
             node_labels=np.empty(n - 1, _index_type(n)),
@@ -143,7 +143,8 @@ class CpuKernels:
     def find_component_outgoing_edges(bvh, s):
         cpu.resolve_from_neighbour_lists(
             bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
-            s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims)
+            s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims,
+            s.skip)
         cpu.find_component_outgoing_edges(
             bvh.points, bvh.orig, s.labels, s.node_labels, bvh.nodes, bvh.box,
             bvh.min_orig, s.core2, s.mrd,
