@@ -741,7 +741,8 @@ def merge_components(labels, comp_w, comp_src, comp_dst, lower,
     mutual pair becomes the root and its duplicate edge is dropped.
     ``nxt`` and ``hooked`` are (n,) int64 scratch.  Parallel over stretches
     of component ids; edges are appended in component order, as a
-    sequential pass would.  Returns the new number of edges.
+    sequential pass would; the roots are found by path compression.
+    Returns the new number of edges.
     """
     n = labels.shape[0]
     step = (n + nchunks - 1) // nchunks
@@ -773,18 +774,17 @@ def merge_components(labels, comp_w, comp_src, comp_dst, lower,
                 hooked[e] = C
                 e += 1
     h = counts[nchunks]
-    # pointer jumping to the roots; a racy read only sees an ancestor
-    while True:
-        changed = 0
-        for t in prange(h):
-            C = hooked[t]
-            r = nxt[C]
-            rr = nxt[r]
-            if rr != r:
-                nxt[C] = rr
-                changed += 1
-        if changed == 0:
-            break
+    # find the roots with path compression, in parallel: every value a
+    # thread writes or reads is an ancestor on the (fixed) path to the root
+    for t in prange(h):
+        c = hooked[t]
+        r = c
+        while nxt[r] != r:
+            r = nxt[r]
+        while nxt[c] != r:
+            q = nxt[c]
+            nxt[c] = r
+            c = q
     _relabel(labels, nxt, comp_w, lower)
     return n_edges + h
 
