@@ -172,8 +172,11 @@ def _is_zarr(path) -> bool:
               help="with a scheduler and --out: submit the job and return at once; it runs "
                    "on without this command (see `emst-dask job`)")
 @click.option("--name", default=None, help="the job's name (default: made from SOURCE)")
+@click.option("--partitions", "-P", default=None, metavar="auto|P",
+              help="split the cloud into P spatial boxes over the cluster's workers (same "
+                   "exact tree); 'auto': only when it does not fit one worker")
 def run(source, out, scheduler, scheduler_file, min_samples, columns, array, backend, sort,
-        timings, overwrite, progress, in_process, zarr_format, detach, name):
+        timings, overwrite, progress, in_process, zarr_format, detach, name, partitions):
     """Compute the minimum spanning tree of the points in SOURCE.
 
     SOURCE is an (n, d) array in a .npy file or a Zarr snapshot (v2 or v3):
@@ -196,8 +199,17 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
     if progress is None:
         progress = sys.stderr.isatty()
     remote = scheduler or scheduler_file
+    if partitions is not None:
+        if partitions != "auto":
+            try:
+                partitions = int(partitions)
+            except ValueError:
+                raise InputProblem(f"--partitions must be 'auto' or an integer >= 1, got "
+                                   f"{partitions!r}") from None
+        if detach:
+            raise InputProblem("--partitions runs while this command waits; drop --detach")
     plain = (not remote and source.endswith(".npy") and (out is None or out.endswith(".npy"))
-             and columns is None and array is None)
+             and columns is None and array is None and partitions is None)
     if plain:
         return _run_npy(source, out, min_samples, backend, sort, timings, progress)
     if remote:
@@ -217,10 +229,23 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
 
     t0 = time.perf_counter()
     try:
-        res = service_emst(source, client=client, out=out, min_samples=min_samples,
-                           backend=backend, sort_by_weight=sort, progress=progress or None,
-                           columns=columns, array=array, overwrite=overwrite,
-                           zarr_format=int(zarr_format))
+        if partitions is not None:
+            from .multipart import emst as multipart_emst
+
+            if client is False and not source.endswith(".npy"):
+                raise InputProblem("--partitions with --in-process needs a .npy cloud")
+            import numpy as np
+
+            src = np.load(source) if client is False else source
+            res = multipart_emst(src, client=client, partitions=partitions, out=out,
+                                 min_samples=min_samples, backend=backend,
+                                 sort_by_weight=sort, columns=columns, array=array,
+                                 overwrite=overwrite, zarr_format=int(zarr_format))
+        else:
+            res = service_emst(source, client=client, out=out, min_samples=min_samples,
+                               backend=backend, sort_by_weight=sort,
+                               progress=progress or None, columns=columns, array=array,
+                               overwrite=overwrite, zarr_format=int(zarr_format))
     except InputError as exc:
         raise InputProblem(str(exc)) from None
     except WorkerLost as exc:
@@ -231,6 +256,14 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
         raise
     seconds = time.perf_counter() - t0
     _report(res, seconds, timings)
+    rep = getattr(res, "report", None)
+    if rep is None and hasattr(res, "attrs"):
+        rep = res.attrs.get("partitioned")
+    if rep is not None:
+        rep = rep if isinstance(rep, dict) else rep.as_dict()
+        click.echo(f"partitions={rep['partitions']} workers={rep['workers']} "
+                   f"rounds={rep['rounds']} super_vertices={rep['n_super_vertices']} "
+                   f"bytes_moved={rep['total_bytes_moved']} {rep['bytes_moved']}")
     if out is not None:
         click.echo(f"wrote {os.fspath(res)}")
 

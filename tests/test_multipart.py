@@ -189,3 +189,28 @@ def test_auto_partitions_follow_worker_memory(client):
     assert choose_partitions("auto", 3_000_000, 3, np.float32, Fake(), "cpu") == 4
     assert choose_partitions("auto", 100_000, 3, np.float32, Fake(), "cpu") == 1
     assert choose_partitions(5, 10, 3, np.float32, Fake(), "cpu") == 5
+
+
+def test_command_line(client, tmp_path):
+    from click.testing import CliRunner
+
+    from emst_dask.cli import main
+
+    pts = GENERATORS["halos"](5000, 3, 5)
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    g.create_array("points", shape=pts.shape, chunks=(1000, 3), dtype=pts.dtype)[...] = pts
+    out = str(tmp_path / "e.zarr")
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "s.zarr"), "--out", out,
+                                  "--partitions", "3", "--scheduler",
+                                  client.scheduler.address])
+    assert r.exit_code == 0, r.output
+    assert "partitions=3" in r.output and "rounds=" in r.output
+    same_as_single(open_edges(out).load(), pts)
+    np.save(tmp_path / "p.npy", pts)
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "p.npy"), "--partitions", "2",
+                                  "--in-process"])
+    assert r.exit_code == 0, r.output
+    ref = emst(pts, backend="cpu")
+    assert f"total_weight={ref.total_weight!r}"[:24] in r.output
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "p.npy"), "--partitions", "x"])
+    assert r.exit_code != 0 and "--partitions" in r.output
