@@ -8,7 +8,9 @@ In one run, on the reference clouds of ``emst_dask.datasets`` (seed 0):
 
 * ``emst_dask``: ``emst(points, backend="cpu")``; a warm-up call on a small
   cloud first, so numba's compilation (or cache load) is not timed; median
-  of ``--repeats`` runs.
+  of ``--repeats`` runs.  With ``--warm-up full`` (the default) every tool
+  also runs once, untimed, on the cloud itself ("median of 3 after a
+  warm-up", as the issue's peer figures were taken).
 * ``mlpack``: the ``mlpack.emst`` Python binding (dual-tree Borůvka on a
   k-d tree, one thread); input handed over as float64; median of
   ``--mlpack-repeats`` runs.
@@ -161,10 +163,13 @@ TOOL_FUNCS = {"emst_dask": _tool_emst_dask, "mlpack": _tool_mlpack,
               "fast_hdbscan": _tool_fast_hdbscan}
 
 
-def measure(tool: str, dataset: str, n: int, dtype: str, repeats: int) -> dict:
+def measure(tool: str, dataset: str, n: int, dtype: str, repeats: int,
+            warm_up: str = "full") -> dict:
     """Time one tool on one cloud (in the current process)."""
     points = make_points(dataset, n, dtype)
     run, summary = TOOL_FUNCS[tool](points)
+    if warm_up == "full":  # one untimed run on the cloud itself, every tool alike
+        run()
     import gc
 
     gc.collect()
@@ -198,14 +203,15 @@ def _measure_in_child(args):
     return measure(*args)
 
 
-def measure_isolated(tool, dataset, n, dtype, repeats, isolate: bool) -> dict:
+def measure_isolated(tool, dataset, n, dtype, repeats, isolate: bool,
+                     warm_up: str = "full") -> dict:
     if not isolate:
-        return measure(tool, dataset, n, dtype, repeats)
+        return measure(tool, dataset, n, dtype, repeats, warm_up)
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     with ctx.Pool(1, maxtasksperchild=1) as pool:
-        return pool.apply(_measure_in_child, ((tool, dataset, n, dtype, repeats),))
+        return pool.apply(_measure_in_child, ((tool, dataset, n, dtype, repeats, warm_up),))
 
 
 # ---------------------------------------------------------------------------
@@ -345,6 +351,10 @@ def main(argv=None) -> int:
     p.add_argument("--rtol", type=float, default=1e-6, help="total-weight agreement")
     p.add_argument("--machine", default=None, help="tag for the results file (default: host name)")
     p.add_argument("--out", default=None, help="results file (default benchmarks/results/cpu-<machine>.json)")
+    p.add_argument("--warm-up", default="full", choices=["full", "small"],
+                   help="full: one untimed run of every tool on the cloud itself before "
+                        "the timed ones (first-touch page faults and allocator growth "
+                        "not timed); small: only the tools' small warm-up calls")
     p.add_argument("--no-isolate", action="store_true",
                    help="run every tool in this process (peak RSS is then not per tool)")
     args = p.parse_args(argv)
@@ -382,7 +392,8 @@ def main(argv=None) -> int:
     for tool, ds, n in jobs:
         print(f"... {tool:<13s} {ds:<10s} n={n:<9,d}", end="", flush=True)
         r = measure_isolated(tool, ds, n, args.dtype if tool == "emst_dask" else "float32",
-                             repeats[tool], isolate=not args.no_isolate)
+                             repeats[tool], isolate=not args.no_isolate,
+                             warm_up=args.warm_up)
         results.append(r)
         print(f" {r['seconds']:8.3f} s  total_weight={r['total_weight']!r}", flush=True)
 
