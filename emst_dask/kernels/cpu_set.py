@@ -54,6 +54,14 @@ class CpuKernels:
         pass
 
     @staticmethod
+    def bounds(points):
+        """Per-axis (min, max), float64: one parallel pass (``engine.bounds``)."""
+        if points.shape[0] == 0:
+            d = points.shape[1]
+            return np.zeros(d), np.zeros(d)
+        return cpu.axis_bounds(np.ascontiguousarray(points))
+
+    @staticmethod
     def to_host(a):
         return np.asarray(a)
 
