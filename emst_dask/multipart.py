@@ -166,24 +166,23 @@ def _array_block_task(data, start, where, dtype):
 
 
 def _summarize_task(block: Block, n_total, sample_size, seed):
+    from .kernels.cpu import axis_bounds
+
     x = block.points
     m = x.shape[0]
     rng = np.random.default_rng([seed, block.start])
     k = min(m, int(round(sample_size * m / max(n_total, 1))))
     take = np.sort(rng.choice(m, size=k, replace=False)) if k < m else np.arange(m)
-    lo = x.min(axis=0).astype(np.float64) if m else None
-    hi = x.max(axis=0).astype(np.float64) if m else None
+    lo, hi = axis_bounds(np.ascontiguousarray(x)) if m else (None, None)
     return dict(m=m, lo=lo, hi=hi, sample=np.asarray(x[take], np.float64), nbytes=x.nbytes)
 
 
 def _split_task(block: Block, partitioning):
     box = part_mod.assign_boxes(partitioning, block.points)
-    order, starts = part_mod.box_order(box, partitioning.n_boxes)
-    out = {}
-    for k in range(partitioning.n_boxes):
-        sel = order[starts[k]:starts[k + 1]]  # stable: ascending global ids
-        out[k] = Piece(block.points[sel], block.start + sel)
-    return out
+    grouped, rows, starts = part_mod.group_by_box(block.points, box, partitioning.n_boxes)
+    gids = rows + block.start  # ascending within every box
+    return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
+            for k in range(partitioning.n_boxes)}
 
 
 def _assemble_task(k, partitioning, *pieces):
@@ -601,7 +600,13 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
     certified = [client.submit(_certified_task, s, **on(b)) for b, s in enumerate(solved)]
     cores = core_futs or []
     cert_bytes = sum(i["certified"] for i in infos) * (16 + np.dtype(dtype).itemsize)
-    if out is not None:
+    if out is not None and not sort_by_weight:
+        with timer("output"):
+            return _write_partitioned(client, out, solved, infos, owner, on, tree_edges,
+                                      core_futs, report, n, d, dtype, k, name, where,
+                                      overwrite, chunk_rows, zarr_format,
+                                      out_storage_options, token)
+    if out is not None:  # sorted edges: one worker gathers, sorts and writes them
         with timer("output"):
             writer = owner[0]
             report.bytes_moved["output"] = int(sum(
@@ -627,6 +632,87 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
     tree.timings = dict(report.seconds)
     tree.report = report
     return tree
+
+
+def _create_store_task(out, n_edges, dtype, options):
+    from .store import create_shared_store
+
+    return create_shared_store(out, n_edges=n_edges, dtype=dtype, **options)
+
+
+def _write_box_task(spec, solved, at, dtype):
+    """Box's certified edges into rows [at, ...) of the shared store: the
+    whole chunks here, the rest returned; and their weight sum (float64)."""
+    from .store import write_shared_rows
+
+    e = solved[0].certified
+    w = np.sqrt(e.w2.astype(dtype, copy=False))
+    return write_shared_rows(spec, at, e.u, e.v, w), float(w.sum(dtype=np.float64))
+
+
+def _finish_store_task(spec, attrs, tree_edges, at, n, dtype, cores, *written):
+    from .store import edge_attrs, finish_shared_store
+
+    dtype = np.dtype(dtype)
+    if at + len(tree_edges) != spec["n_edges"]:
+        raise RuntimeError(f"partitioned EMST: {at} certified + {len(tree_edges)} phase-2 "
+                           f"edges, expected {spec['n_edges']}")
+    rests = [r for rest, _ in written for r in rest]
+    total = sum(t for _, t in written)
+    if len(tree_edges):
+        w = np.sqrt(tree_edges.w2.astype(dtype, copy=False))
+        rests.append((at, tree_edges.u, tree_edges.v, w))
+        total += float(w.sum(dtype=np.float64))
+    core = None
+    if cores:
+        core = np.empty(n, dtype)
+        for gids, c in cores:
+            core[gids] = np.sqrt(c)
+    return finish_shared_store(spec, rests, edge_attrs(total_weight=total, dtype=dtype, **attrs),
+                               core)
+
+
+def _write_partitioned(client, out, solved, infos, owner, on, tree_edges, core_futs, report,
+                       n, d, dtype, k, backend, where, overwrite, chunk_rows, zarr_format,
+                       storage_options, token):
+    """Every box's worker writes its certified edges into one edge store (the
+    whole chunks of its row range); one worker writes the chunks shared by two
+    ranges, the phase-2 edges, the core distances and the attributes."""
+    from .store import abort_shared_store, shared_chunk_rows, shared_rest_rows
+
+    dtype = np.dtype(dtype)
+    counts = [int(i["certified"]) for i in infos]
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    writer = owner[0]
+    opts = dict(overwrite=overwrite, chunk_rows=chunk_rows, zarr_format=zarr_format,
+                storage_options=storage_options)
+    spec = client.submit(_create_store_task, out, n - 1, dtype.str, opts,
+                         key=f"emst-part-{token}-create", workers=[writer],
+                         allow_other_workers=True, pure=False)
+    C = shared_chunk_rows(n - 1, chunk_rows)
+    per_edge = 16 + dtype.itemsize
+    report.bytes_moved["output"] = int(sum(
+        shared_rest_rows(int(offsets[b]), counts[b], C) * per_edge
+        for b in range(len(counts)) if owner[b] != writer))
+    report.exchanges += 1
+    try:
+        written = [client.submit(_write_box_task, spec, s, int(offsets[b]), dtype.str,
+                                 key=f"emst-part-{token}-write-{b}", **on(b))
+                   for b, s in enumerate(solved)]
+        attrs = dict(n=n, d=d, n_edges=n - 1, min_samples=k, backend=backend, iterations=0,
+                     timings=dict(report.seconds), input=where,
+                     extra={"partitioned": report.as_dict()})
+        fut = client.submit(_finish_store_task, spec, attrs, tree_edges, int(offsets[-1]), n,
+                            dtype.str, list(core_futs or []), *written,
+                            key=f"emst-part-{token}-finish",
+                            workers=[writer], allow_other_workers=True, pure=False)
+        return fut.result()
+    except BaseException:
+        try:
+            client.submit(abort_shared_store, spec, pure=False).result(timeout=60)
+        except Exception:
+            pass
+        raise
 
 
 def _moved_bytes(client, split, boxes):

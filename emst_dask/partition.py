@@ -155,17 +155,75 @@ def box_order(box, n_boxes):
     return order, starts
 
 
+@njit(parallel=True, cache=True)
+def _group_rows(points, box, n_boxes, n_chunks):
+    n, d = points.shape
+    step = (n + n_chunks - 1) // n_chunks
+    counts = np.zeros((n_chunks, n_boxes), np.int64)
+    for c in prange(n_chunks):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            counts[c, box[i]] += 1
+    # box-major, chunk-minor offsets: each chunk scatters its rows of box b
+    # after the rows of b from earlier chunks, so the grouping is stable
+    offsets = np.empty((n_chunks, n_boxes), np.int64)
+    starts = np.zeros(n_boxes + 1, np.int64)
+    acc = 0
+    for b in range(n_boxes):
+        starts[b] = acc
+        for c in range(n_chunks):
+            offsets[c, b] = acc
+            acc += counts[c, b]
+    starts[n_boxes] = acc
+    grouped = np.empty_like(points)
+    rows = np.empty(n, np.int64)
+    for c in prange(n_chunks):
+        pos = offsets[c].copy()
+        for i in range(c * step, min(n, (c + 1) * step)):
+            b = box[i]
+            p = pos[b]
+            pos[b] = p + 1
+            for a in range(d):
+                grouped[p, a] = points[i, a]
+            rows[p] = i
+    return grouped, rows, starts
+
+
+def group_by_box(points, box, n_boxes):
+    """The rows of ``points`` grouped by box, stably, in one parallel pass.
+
+    points : (n, d) float; box : (n,) int64 in [0, n_boxes).  Returns
+    ``grouped`` (n, d) (box k's rows are ``grouped[starts[k]:starts[k+1]]``,
+    in their input order), ``rows`` (n,) int64 (input row of each grouped
+    row) and ``starts`` (n_boxes + 1,) int64.
+    """
+    pts = np.ascontiguousarray(points)
+    n_chunks = max(1, min(256, pts.shape[0] // 65536))
+    return _group_rows(pts, np.ascontiguousarray(box, np.int64), n_boxes, n_chunks)
+
+
+@njit(parallel=True, cache=True)
+def _face_distances(points, lo, hi, use_lo, use_hi):
+    n, d = points.shape
+    out = np.empty(n)
+    for i in prange(n):
+        b = np.inf
+        for a in range(d):
+            x = np.float64(points[i, a])
+            if use_lo[a]:
+                b = min(b, x - lo[a])
+            if use_hi[a]:
+                b = min(b, hi[a] - x)
+        out[i] = max(b, 0.0)
+    return out
+
+
 def face_distances(part: Partitioning, k: int, points) -> np.ndarray:
     """(n,) float64 distance from each point of box k to its nearest face
-    shared with another box (+inf when the box shares none)."""
-    x = np.asarray(points, np.float64)
-    b = np.full(x.shape[0], np.inf)
-    for a in range(x.shape[1]):
-        if part.lo[k, a] > part.global_lo[a]:
-            b = np.minimum(b, x[:, a] - part.lo[k, a])
-        if part.hi[k, a] < part.global_hi[a]:
-            b = np.minimum(b, part.hi[k, a] - x[:, a])
-    return np.maximum(b, 0.0)
+    shared with another box (+inf when the box shares none); one parallel
+    pass, in float64."""
+    lo, hi = part.lo[k], part.hi[k]
+    return _face_distances(np.ascontiguousarray(points), lo, hi,
+                           lo > part.global_lo, hi < part.global_hi)
 
 
 def certificate_distances(b: np.ndarray, dtype, d: int) -> np.ndarray:

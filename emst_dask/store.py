@@ -58,19 +58,29 @@ def _host(a):
 
 def tree_attrs(tree: SpanningTree, input: str = "", extra: dict | None = None) -> dict:
     """The attributes an edge store records for ``tree``."""
+    return edge_attrs(n=tree.n_points, d=tree.n_dims, n_edges=tree.n_edges,
+                      min_samples=tree.min_samples, total_weight=tree.total_weight,
+                      dtype=_host(tree.weight[:0]).dtype, backend=tree.backend,
+                      iterations=tree.iterations, timings=tree.timings, input=input,
+                      extra=extra)
+
+
+def edge_attrs(*, n, d, n_edges, min_samples, total_weight, dtype, backend, iterations=0,
+               timings=None, input: str = "", extra: dict | None = None) -> dict:
+    """The attributes of an edge store (``complete`` is added when it is)."""
     attrs = {
         "format": FORMAT,
-        "n": int(tree.n_points),
-        "d": int(tree.n_dims),
-        "n_edges": int(tree.n_edges),
-        "min_samples": int(tree.min_samples),
-        "total_weight": float(tree.total_weight),
-        "dtype": str(np.dtype(_host(tree.weight[:0]).dtype)),
+        "n": int(n),
+        "d": int(d),
+        "n_edges": int(n_edges),
+        "min_samples": int(min_samples),
+        "total_weight": float(total_weight),
+        "dtype": str(np.dtype(dtype)),
         "input": str(input),
         "version": _version(),
-        "backend": str(tree.backend),
-        "iterations": int(tree.iterations),
-        "timings": {k: float(v) for k, v in (tree.timings or {}).items()},
+        "backend": str(backend),
+        "iterations": int(iterations),
+        "timings": {k: float(v) for k, v in (timings or {}).items()},
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     if extra:
@@ -192,19 +202,28 @@ def _fill_arrays(group, tree, chunk_rows, threads, report):
         dt = np.dtype(str(data.dtype))
         z = group.create_array(name, shape=(length,), chunks=(chunk,), dtype=dt,
                                fill_value=0)
-        # several chunks per write call: fewer calls, zarr encodes them concurrently
-        step = chunk * 4
-        pieces += [(z, data, a, min(a + step, length)) for a in range(0, length, step)]
-    total = sum(b - a for _, _, a, b in pieces)
+        pieces += _pieces(z, data, 0, length, 0, chunk)
+    total = sum(b - a for _, _, a, b, _ in pieces)
     per_edge = total / m if m else 1.0   # rows of every array, reported as edges
+    _write_pieces(pieces, threads, report, m, per_edge)
+
+
+def _pieces(z, data, a, b, at, chunk):
+    """Writes of ``data[a:b]`` to ``z[at + a:at + b]``, several chunks each
+    (fewer calls; zarr encodes the chunks of one call concurrently)."""
+    step = chunk * 4
+    return [(z, data, i, min(i + step, b), at) for i in range(a, b, step)]
+
+
+def _write_pieces(pieces, threads, report=None, m=0, per_edge=1.0):
     if report:
         report("write", rows=0, total=m)
     if not pieces:
         return
 
     def work(piece):
-        z, data, a, b = piece
-        z[a:b] = _host(data[a:b])   # device-to-host per piece, overlapped across threads
+        z, data, a, b, at = piece
+        z[at + a:at + b] = _host(data[a:b])  # device-to-host per piece, overlapped
         return b - a
 
     done = 0
@@ -221,6 +240,117 @@ def _fill_arrays(group, tree, chunk_rows, threads, report):
             for f in futs:
                 f.cancel()
             raise
+
+
+# --------------------------------------------------------------------------
+# one store written by several processes (the partitioned EMST)
+# --------------------------------------------------------------------------
+def create_shared_store(out, *, n_edges: int, dtype, overwrite: bool = False,
+                        chunk_rows: int | None = None, zarr_format: int = 3,
+                        storage_options=None) -> dict:
+    """Create the edge arrays of a store that several processes fill.
+
+    A local path is created as the hidden temporary sibling that
+    ``finish_shared_store`` renames into place; any store carries
+    ``complete: false`` until then.  Returns a small picklable spec for
+    ``write_shared_rows``, ``finish_shared_store`` and ``abort_shared_store``.
+    """
+    import zarr
+
+    m = int(n_edges)
+    chunk = shared_chunk_rows(m, chunk_rows)
+    loc = local_path(out) if is_pathlike(out) else None
+    if loc is not None:
+        check_out(loc, overwrite)
+        parent, base = os.path.split(loc)
+        where = os.path.join(parent, f".{base}{TMP_TAG}{uuid.uuid4().hex[:8]}")
+        group = zarr.open_group(where, mode="w-", zarr_format=zarr_format,
+                                attributes={"format": FORMAT, "complete": False})
+    else:
+        where = out
+        group = zarr.open_group(out, mode="w" if overwrite else "w-", zarr_format=zarr_format,
+                                storage_options=storage_options,
+                                attributes={"format": FORMAT, "complete": False})
+    for name, dt in (("source", np.int64), ("target", np.int64), ("weight", dtype)):
+        group.create_array(name, shape=(m,), chunks=(chunk,), dtype=np.dtype(dt),
+                           fill_value=0)
+    return dict(out=out, loc=loc, where=where, chunk=chunk, n_edges=m, overwrite=overwrite,
+                storage_options=None if loc is not None else storage_options)
+
+
+def _shared_group(spec):
+    import zarr
+
+    return zarr.open_group(spec["where"], mode="r+",
+                           storage_options=spec["storage_options"])
+
+
+def write_shared_rows(spec, at: int, source, target, weight, threads=None) -> list:
+    """Write edges to rows [at, at + m) of a shared store: the chunks lying
+    wholly inside, so that writers of neighbouring ranges never touch one
+    chunk.  Returns the rest, at most two pieces ``(at, source, target,
+    weight)`` shorter than a chunk each, for ``finish_shared_store``."""
+    m = int(len(source))
+    C = spec["chunk"]
+    a, b = _whole_chunks(at, m, C)
+    if a >= b:
+        return [(at, source, target, weight)] if m else []
+    group = _shared_group(spec)
+    pieces = []
+    for name, data in (("source", source), ("target", target), ("weight", weight)):
+        pieces += _pieces(group[name], data, a - at, b - at, at, C)
+    _write_pieces(pieces, threads)
+    rest = []
+    if a > at:
+        rest.append((at, source[:a - at], target[:a - at], weight[:a - at]))
+    if b < at + m:
+        rest.append((b, source[b - at:], target[b - at:], weight[b - at:]))
+    return rest
+
+
+def _whole_chunks(at, m, C):
+    """[a, b): the rows of whole chunks inside rows [at, at + m) (a >= b: none)."""
+    return -(-at // C) * C, (at + m) // C * C
+
+
+def shared_rest_rows(at: int, m: int, chunk: int) -> int:
+    """Rows of [at, at + m) that ``write_shared_rows`` leaves to the finisher."""
+    a, b = _whole_chunks(at, m, chunk)
+    return m if a >= b else m - (b - a)
+
+
+def shared_chunk_rows(n_edges: int, chunk_rows: int | None = None) -> int:
+    """The chunk length ``create_shared_store`` gives an edge array."""
+    return max(1, min(int(chunk_rows or EDGE_CHUNK_ROWS), int(n_edges))) if n_edges else 1
+
+
+def finish_shared_store(spec, rests, attrs: dict, core_distances=None) -> "EdgeStore":
+    """Write the pieces ``write_shared_rows`` left (one process, so chunks
+    shared by two ranges are written in turn), the core distances and the
+    attributes, ``complete`` last; then rename a local store into place."""
+    group = _shared_group(spec)
+    for at, u, v, w in rests:
+        for name, data in (("source", u), ("target", v), ("weight", w)):
+            group[name][at:at + len(data)] = data
+    if core_distances is not None:
+        n = int(core_distances.shape[0])
+        z = group.create_array("core_distances", shape=(n,),
+                               chunks=(max(1, min(spec["chunk"], n)),),
+                               dtype=core_distances.dtype, fill_value=0)
+        _write_pieces(_pieces(z, core_distances, 0, n, 0, z.chunks[0]), None)
+    attrs = _finish_attrs(group, dict(attrs))
+    if spec["loc"] is None:
+        out = spec["out"]
+        path = out if isinstance(out, str) else str(getattr(out, "root", out))
+        return EdgeStore(path, attrs, _store=out)
+    _replace(spec["where"], spec["loc"], spec["overwrite"])
+    return EdgeStore(spec["loc"], attrs)
+
+
+def abort_shared_store(spec):
+    """Remove a local shared store that will not be finished."""
+    if spec and spec.get("loc") is not None:
+        shutil.rmtree(spec["where"], ignore_errors=True)
 
 
 def _write_npy(loc, tree, attrs, overwrite, report):

@@ -122,8 +122,8 @@ def test_property_random(client, n, d, P, seed, grid, k):
 
 
 def test_zarr_snapshot_to_edge_store(client, tmp_path):
-    """Workers read the chunks and one worker writes the store: the client
-    never holds the points or the edges."""
+    """Workers read the chunks and write the store: the client never holds
+    the points or the edges."""
     pts = GENERATORS["halos"](8000, 3, 2)
     g = zarr.open_group(str(tmp_path / "snap.zarr"), mode="w")
     g.create_array("points", shape=pts.shape, chunks=(1000, 3), dtype=pts.dtype)[...] = pts
@@ -134,6 +134,48 @@ def test_zarr_snapshot_to_edge_store(client, tmp_path):
     same_as_single(tree, pts)
     rep = open_edges(str(tmp_path / "edges.zarr")).attrs["partitioned"]
     assert rep["partitions"] == 3 and rep["rounds"] >= 1 and rep["total_bytes_moved"] > 0
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 997, 4096, None])
+def test_edge_store_written_by_every_box(client, tmp_path, chunk_rows):
+    """Each box's worker writes the whole chunks of its row range, one worker
+    the chunks two ranges share: any chunk length gives the one-box tree."""
+    pts = GENERATORS["halos"](6000, 3, 3)
+    out = tmp_path / "edges.zarr"
+    st = emst(pts, client=client, partitions=4, out=str(out), chunk_rows=chunk_rows)
+    assert st.n_edges == pts.shape[0] - 1
+    tree = open_edges(str(out)).load()
+    ref = same_as_single(tree, pts)
+    assert st.total_weight == pytest.approx(ref.total_weight, rel=1e-12)
+    C = zarr.open_group(str(out), mode="r")["source"].chunks[0]
+    assert C == min(chunk_rows or 1 << 20, pts.shape[0] - 1)
+    assert [p.name for p in tmp_path.iterdir()] == ["edges.zarr"]  # no temporary left
+
+
+def test_edge_store_mutual_reachability(client, tmp_path):
+    pts = GENERATORS["normal"](5000, 3, 1)
+    emst(pts, client=client, partitions=3, out=str(tmp_path / "e.zarr"), min_samples=5,
+         chunk_rows=1000)
+    tree = open_edges(str(tmp_path / "e.zarr")).load()
+    same_as_single(tree, pts, 5)
+
+
+def test_failed_partitioned_write_leaves_nothing(client, tmp_path, monkeypatch):
+    """A job whose finishing writer fails leaves neither the store nor its
+    temporary sibling, and a later job can write the same path."""
+    import emst_dask.multipart as mp
+
+    def boom(*args):
+        raise OSError("disk full (test)")
+
+    pts = GENERATORS["uniform"](4000, 3, 5)
+    monkeypatch.setattr(mp, "_finish_store_task", boom)
+    with pytest.raises(OSError, match="disk full"):
+        emst(pts, client=client, partitions=2, out=str(tmp_path / "e.zarr"), chunk_rows=500)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    emst(pts, client=client, partitions=2, out=str(tmp_path / "e.zarr"), chunk_rows=500)
+    same_as_single(open_edges(str(tmp_path / "e.zarr")).load(), pts)
 
 
 def test_dask_array_source(client):
