@@ -8,9 +8,13 @@ snapshot that the workers read (the client never scatters the points):
 * for every P in ``--partitions``: ``emst(snapshot, client=..., partitions=P)``
   timed from the call to the returned tree, with the job's report (rounds,
   bytes moved between workers, seconds per phase, per-box counts);
-* exactness: n - 1 edges, an order-free hash of the edge set equal to the
-  reference's, total weight equal, a sample of edge weights recomputed from
-  the points in float64.
+* exactness: a spanning tree (n - 1 edges, union-find finds no cycle), an
+  order-free hash of the edge set equal to the first run's, total weight
+  equal, a sample of edge weights recomputed from the points in float64.
+
+``--runs 1:single,1:1,2:2`` runs on clusters of 1 and 2 workers in one
+invocation (one GPU against two); ``--out-store`` has the workers write the
+edges to an edge store instead of gathering them to the client.
 
 Writes JSON to ``benchmarks/results/partitions-<machine>.json``.
 
@@ -30,6 +34,7 @@ import tempfile
 import time
 
 import numpy as np
+from numba import njit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -58,6 +63,49 @@ def sampled_weight_error(tree, pts, m=100_000, seed=1) -> float:
     return float(np.max(np.abs(tree.weight[i] - true) / np.maximum(true, 1e-300)))
 
 
+@njit(cache=True)
+def _spans(n, u, v):
+    """Whether n - 1 edges (u, v) join n vertices into one tree (union-find)."""
+    parent = np.arange(n)
+    for e in range(u.shape[0]):
+        a, b = u[e], v[e]
+        if a < 0 or b < 0 or a >= n or b >= n:
+            return False
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a == b:
+            return False  # a cycle
+        parent[max(a, b)] = min(a, b)
+    return u.shape[0] == n - 1
+
+
+def check_tree(tree, pts, min_samples, ref, n) -> dict:
+    """Exactness figures of one run: spanning tree, edge-set hash, sampled
+    weights recomputed in float64 (Euclidean runs)."""
+    return dict(spanning_tree=bool(_spans(n, tree.source, tree.target)),
+                edge_hash=edge_hash(tree.source, tree.target),
+                same_edge_set_as_first=None if ref is None
+                else edge_hash(tree.source, tree.target) == ref["hash"],
+                max_rel_weight_error_sampled=sampled_weight_error(tree, pts)
+                if min_samples == 1 else None)
+
+
+def parse_runs(spec, partitions):
+    """[(workers or None, "single" | P)]: ``--runs 1:single,1:1,2:2``; without
+    it the one-worker job and every P of ``--partitions`` on one cluster."""
+    if not spec:
+        return [(None, "single")] + [(None, int(p)) for p in partitions.split(",")]
+    out = []
+    for item in spec.split(","):
+        w, mode = item.split(":")
+        out.append((int(w), mode if mode == "single" else int(mode)))
+    return out
+
+
 def device_name() -> str:
     try:
         import cupy
@@ -73,6 +121,12 @@ def main(argv=None):
     ap.add_argument("--dim", type=int, default=3)
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--partitions", default="1,2,3,4,8")
+    ap.add_argument("--runs", default=None,
+                    help="WORKERS:MODE,... e.g. 1:single,1:1,2:2 (MODE single or P); each "
+                         "worker count gets its own cluster, in one run")
+    ap.add_argument("--out-store", action="store_true",
+                    help="workers write the edges to an edge store (timed to the complete "
+                         "store); else they are gathered to the client")
     ap.add_argument("--workers", type=int, default=None,
                     help="workers of the embedded cluster (default: one per GPU, else 2)")
     ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
@@ -98,60 +152,77 @@ def main(argv=None):
     print(f"generated {args.dataset} {args.n} x {args.dim} in {t_gen:.1f} s; snapshot {snap}",
           flush=True)
 
-    Ps = [int(p) for p in args.partitions.split(",")]
+    runs = parse_runs(args.runs, args.partitions)
     rows = []
-    cl_kw = {}
-    if args.workers:
-        cl_kw["n_workers"] = args.workers
-    elif args.backend == "cpu" or not emst_dask.kernels.cuda_available():
-        cl_kw["n_workers"] = 2
-    with EmbeddedCluster(backend=args.backend, **cl_kw) as emb:
-        cl = emb.client
-        n_workers = len(cl.scheduler_info(n_workers=-1)["workers"])
-        # warm-up: JIT / kernel compilation on every worker, not timed
-        warm = datasets.GENERATORS[args.dataset](20_000, args.dim, 1)
-        emst_dask.emst(warm, client=cl, partitions=max(2, n_workers),
-                       min_samples=args.min_samples, backend=args.backend)
-        emst_dask.emst(warm, client=cl, min_samples=args.min_samples, backend=args.backend)
-
-        t0 = time.perf_counter()
-        ref = emst_dask.emst(snap, client=cl, min_samples=args.min_samples,
-                             backend=args.backend)
-        t_ref = time.perf_counter() - t0
-        ref_hash = edge_hash(ref.source, ref.target)
-        print(f"one worker (service path): {t_ref:.2f} s, total {ref.total_weight!r}",
-              flush=True)
-        rows.append(dict(mode="single", partitions=1, seconds=t_ref,
-                         total_weight=ref.total_weight, n_edges=ref.n_edges,
-                         timings=ref.timings))
-        for P in Ps:
-            t0 = time.perf_counter()
-            tree = emst_dask.emst(snap, client=cl, partitions=P, min_samples=args.min_samples,
-                                  backend=args.backend)
-            secs = time.perf_counter() - t0
-            rep = tree.report.as_dict()
-            same = edge_hash(tree.source, tree.target) == ref_hash
-            row = dict(mode="partitioned", partitions=P, seconds=secs,
-                       total_weight=tree.total_weight, n_edges=tree.n_edges,
-                       same_edge_set_as_single=same,
-                       max_rel_weight_error_sampled=sampled_weight_error(tree, pts)
-                       if args.min_samples == 1 else None,
-                       report=rep)
-            rows.append(row)
-            print(f"P={P}: {secs:.2f} s, rounds {rep['rounds']}, exchanges {rep['exchanges']}, "
-                  f"moved {rep['total_bytes_moved'] / 1e6:.1f} MB {rep['bytes_moved']}, "
-                  f"super-vertices {rep['n_super_vertices']}, same edges {same}, "
-                  f"seconds { {k: round(v, 3) for k, v in rep['seconds'].items()} }",
-                  flush=True)
-            assert tree.n_edges == args.n - 1
-            assert same, f"P={P}: edge set differs from the one-worker tree"
-            assert np.isclose(tree.total_weight, ref.total_weight, rtol=1e-9)
-            del tree
+    ref = None
+    n_workers_seen = {}
+    store = os.path.join(tmp, "edges.zarr") if args.out_store else None
+    for W in sorted({w for w, _ in runs}, key=lambda w: (w is not None, w or 0)):
+        cl_kw = {}
+        if W:
+            cl_kw["n_workers"] = W
+        elif args.workers:
+            cl_kw["n_workers"] = args.workers
+        elif args.backend == "cpu" or not emst_dask.kernels.cuda_available():
+            cl_kw["n_workers"] = 2
+        with EmbeddedCluster(backend=args.backend, **cl_kw) as emb:
+            cl = emb.client
+            n_workers = len(cl.scheduler_info(n_workers=-1)["workers"])
+            n_workers_seen[W] = (n_workers, emb.kind)
+            # warm-up: JIT / kernel compilation on every worker, not timed
+            warm = datasets.GENERATORS[args.dataset](20_000, args.dim, 1)
+            emst_dask.emst(warm, client=cl, partitions=max(2, n_workers),
+                           min_samples=args.min_samples, backend=args.backend)
+            emst_dask.emst(warm, client=cl, min_samples=args.min_samples, backend=args.backend)
+            for w, mode in runs:
+                if w != W:
+                    continue
+                kw = dict(client=cl, min_samples=args.min_samples, backend=args.backend)
+                if mode != "single":
+                    kw["partitions"] = mode
+                if store:
+                    kw.update(out=store, overwrite=True)
+                t0 = time.perf_counter()
+                res = emst_dask.emst(snap, **kw)
+                secs = time.perf_counter() - t0
+                tree = res.load() if store else res
+                row = dict(mode="single" if mode == "single" else "partitioned",
+                           partitions=1 if mode == "single" else mode, workers=n_workers,
+                           seconds=secs, output="edge store" if store else "client",
+                           total_weight=tree.total_weight, n_edges=tree.n_edges)
+                check = check_tree(tree, pts, args.min_samples, ref, args.n)
+                row.update(check)
+                if mode == "single":
+                    row["timings"] = tree.timings if not store else res.attrs.get("timings")
+                else:
+                    rep = (res.attrs["partitioned"] if store else tree.report.as_dict())
+                    row["report"] = rep
+                rows.append(row)
+                print(f"W={n_workers} {mode}: {secs:.2f} s, {check}"
+                      + (f", rounds {rep['rounds']}, moved "
+                         f"{rep['total_bytes_moved'] / 1e6:.1f} MB {rep['bytes_moved']}, "
+                         f"super-vertices {rep['n_super_vertices']}, seconds "
+                         f"{ {k: round(v, 3) for k, v in rep['seconds'].items()} }"
+                         if mode != "single" else f", timings {row['timings']}"), flush=True)
+                if ref is None:
+                    ref = dict(hash=check["edge_hash"], total=tree.total_weight)
+                assert tree.n_edges == args.n - 1
+                assert check["spanning_tree"], f"{mode}: not a spanning tree"
+                assert check["edge_hash"] == ref["hash"], \
+                    f"W={W} {mode}: edge set differs from the first run's"
+                assert np.isclose(tree.total_weight, ref["total"], rtol=1e-9)
+                del tree, res
+    n_workers = max(v[0] for v in n_workers_seen.values())
+    kind = next(iter(n_workers_seen.values()))[1]
+    single = [r for r in rows if r["mode"] == "single" and r["workers"] == 1]
+    if single:
+        for r in rows:
+            r["speedup_vs_single_one_worker"] = single[0]["seconds"] / r["seconds"]
     out = dict(benchmark="partitions", date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                machine=args.machine, device=device_name(), host=platform.node(),
                cpus=os.cpu_count(), dataset=args.dataset, d=args.dim, n=args.n, seed=0,
                dtype=str(pts.dtype), min_samples=args.min_samples, workers=n_workers,
-               cluster=emb.kind, generation_seconds=t_gen, rows=rows,
+               cluster=kind, chunk_rows=args.chunk_rows, generation_seconds=t_gen, rows=rows,
                version=emst_dask.__version__)
     path = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                     f"partitions-{args.machine}.json")

@@ -52,3 +52,47 @@ def test_ties_and_duplicates(gpu_client):
     ref = emst(lattice, backend="cpu")
     tree = emst(lattice, client=gpu_client, partitions=4)
     assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
+
+
+def test_strict_edge_order_on_the_device():
+    """The packed-key order (two radix sorts) equals the three-key lexsort,
+    ties in weight and in the smaller endpoint included."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    import cupy as cp
+
+    from emst_dask.partition import strict_edge_order
+
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 1000, 300_000):
+        child = np.arange(1, m + 1)
+        parent = rng.integers(0, child)          # a random tree on m + 1 vertices
+        flip = rng.random(m) < 0.5
+        s, t = np.where(flip, child, parent), np.where(flip, parent, child)
+        w2 = (rng.integers(0, 7, m) ** 2).astype(np.float32)
+        want = np.lexsort([np.maximum(s, t), np.minimum(s, t), w2.astype(np.float64)])
+        got = strict_edge_order(cp, cp.asarray(s), cp.asarray(t), cp.asarray(w2)).get()
+        np.testing.assert_array_equal(got, want)
+
+
+def test_device_certificate_equals_host_certificate():
+    """solve_box on the GPU (Borůvka certificate in CuPy) certifies the same
+    edges and leaves the same super-vertices as the numpy run of that
+    certificate on the CPU engine."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    from emst_dask.partition import (assign_boxes, choose_partitioning, face_distances,
+                                     solve_box)
+
+    pts = GENERATORS["halos"](200_000, 3, 4)
+    part = choose_partitioning(pts, 4)
+    box = assign_boxes(part, pts)
+    for k in range(4):
+        idx = np.flatnonzero(box == k)
+        face = face_distances(part, k, pts[idx])
+        dev = solve_box(pts[idx], idx, face, backend="cuda")
+        host = solve_box(pts[idx], idx, face, backend="cpu", certificate="boruvka")
+        assert edge_set(dev.certified.u, dev.certified.v) == \
+            edge_set(host.certified.u, host.certified.v)
+        np.testing.assert_array_equal(dev.super_labels, host.super_labels)
+        assert dev.n_super == host.n_super and set(dev.seconds) >= {"order", "certificate"}
