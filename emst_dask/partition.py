@@ -533,7 +533,9 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         labels = xp.zeros(m, xp.int64)
         n_super = 1
     else:
-        safe = np.ldexp(certificate_distances(face, dt, d).astype(np.float64), res.exponent)
+        # on the device: a flushed subnormal only lowers a bound (still safe)
+        safe = xp.ldexp(certificate_distances(xp.asarray(face), dt, d).astype(xp.float64),
+                        res.exponent)
         with np.errstate(over="ignore"):  # no face: +inf, certifies anything
             safe2 = safe * safe + 0.0     # (+ 0.0: no negative zero)
         w2f = w2s.astype(xp.float64)
@@ -545,14 +547,15 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         if certificate == "kruskal":
             order = K.to_host(order)
             s, t = K.to_host(s), K.to_host(t)
-            certified, labels = kruskal_certificate(order, s, t, K.to_host(w2f), safe2)
+            certified, labels = kruskal_certificate(order, s, t, K.to_host(w2f),
+                                                    K.to_host(safe2))
             certified, labels = xp.asarray(certified), xp.asarray(labels)
             s, t = xp.asarray(s), xp.asarray(t)
         else:
             rank = xp.empty(m - 1, xp.int64)
             rank[order] = xp.arange(m - 1, dtype=xp.int64)
-            certified, labels = boruvka_certificate(xp, s, t, rank, w2f, xp.asarray(safe2),
-                                                    m, _scatter_min(xp))
+            certified, labels = boruvka_certificate(xp, s, t, rank, w2f, safe2, m,
+                                                    _scatter_min(xp))
         n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
     K.synchronize()
     t2 = time.perf_counter()
