@@ -136,22 +136,28 @@ class Piece:
 
 
 def _read_block_task(src, start, stop):
-    """Rows [start, stop), its storage chunks read by a thread pool (zarr
-    decompresses in the calling thread) into one array, then checked."""
+    """Rows [start, stop), its storage chunks read and checked for NaN/inf by
+    a thread pool (zarr decompresses in the calling thread) into one array."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .io import default_threads
 
     out = np.empty((stop - start, src.d), src.compute_dtype)
     pieces = [(max(a, start), min(b, stop)) for a, b in src.chunks if a < stop and b > start]
+    bad = []
 
     def read(ab):
         a, b = ab
-        np.copyto(out[a - start:b - start], src.read(a, b), casting="unsafe")
+        dst = out[a - start:b - start]
+        np.copyto(dst, src.read(a, b), casting="unsafe")
+        ok = np.isfinite(dst).all(axis=1)
+        if not ok.all():
+            bad.append(a + int(np.argmin(ok)))
 
     with ThreadPoolExecutor(max_workers=max(1, min(default_threads(), len(pieces)))) as pool:
         list(pool.map(read, pieces))
-    src.check_block(out, start)
+    if bad:
+        src.raise_nonfinite(out, start, min(bad))
     return Block(start, out)
 
 
@@ -702,7 +708,9 @@ def _write_partitioned(client, out, solved, infos, owner, on, tree_edges, core_f
         attrs = dict(n=n, d=d, n_edges=n - 1, min_samples=k, backend=backend, iterations=0,
                      timings=dict(report.seconds), input=where,
                      extra={"partitioned": report.as_dict()})
-        fut = client.submit(_finish_store_task, spec, attrs, tree_edges, int(offsets[-1]), n,
+        # phase-2 edges (up to a few MB): data, not part of the task graph
+        tree_fut = client.scatter(tree_edges, workers=[writer], hash=False)
+        fut = client.submit(_finish_store_task, spec, attrs, tree_fut, int(offsets[-1]), n,
                             dtype.str, list(core_futs or []), *written,
                             key=f"emst-part-{token}-finish",
                             workers=[writer], allow_other_workers=True, pure=False)

@@ -468,6 +468,19 @@ def _scatter_min(xp):
     return cupyx.scatter_min
 
 
+@njit(parallel=True, cache=True)
+def _take(values, idx):
+    out = np.empty(idx.shape[0], values.dtype)
+    for i in prange(idx.shape[0]):
+        out[i] = values[idx[i]]
+    return out
+
+
+def take(values, idx) -> np.ndarray:
+    """``values[idx]`` (host arrays, 1-D) in parallel."""
+    return _take(values, np.ascontiguousarray(idx))
+
+
 def strict_edge_order(xp, s, t, w2):
     """Indices of the edges in the strict order (w2, min(s, t), max(s, t)).
 
@@ -559,24 +572,30 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
     K.synchronize()
     t2 = time.perf_counter()
-    g = xp.asarray(gids)
-    u, v = g[s], g[t]
-    sl = g[labels]
-    w2 = to(w2s)
-    if res.exponent:  # on the host: GPU arithmetic may flush subnormals
-        w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent).astype(dt)
+    # local indices cross to the host (as int32 when they fit) and become
+    # global ids there: half the bytes over the bus of global int64 ids
+    gh = np.ascontiguousarray(gids, np.int64)
+
+    def ids(local):
+        return take(gh, K.to_host(local.astype(xp.int32) if m < 2**31 else local))
+
+    def weights(w):  # on the host: GPU arithmetic may flush subnormals
+        w = to(w)
+        return np.ldexp(w.astype(np.float64), -2 * res.exponent).astype(dt) \
+            if res.exponent else w
+
+    sl = ids(labels)
+    z = np.zeros(0, np.int64)
     if certified is None:
-        z = np.zeros(0, np.int64)
-        cert = Edges(to(u), to(v), w2, z, z.copy())
+        cert = Edges(ids(s), ids(t), weights(w2s), z, z.copy())
         rest = Edges.empty(dt)
     else:
-        c = to(certified)
-        su, sv = sl[s], sl[t]
-        z = np.zeros(0, np.int64)
-        cert = Edges(to(u[certified]), to(v[certified]), w2[c], z, z.copy())
         nc = ~certified
-        rest = Edges(to(u[nc]), to(v[nc]), w2[~c], to(su[nc]), to(sv[nc]))
-    out = BoxResult(cert, rest, to(sl), float(w2.max()), n_super)
+        cert = Edges(ids(s[certified]), ids(t[certified]), weights(w2s[certified]), z,
+                     z.copy())
+        ns, nt = to(s[nc]), to(t[nc])
+        rest = Edges(gh[ns], gh[nt], weights(w2s[nc]), sl[ns], sl[nt])
+    out = BoxResult(cert, rest, sl, float(weights(w2s.max().reshape(1))[0]), n_super)
     out.seconds = {"engine": t1 - t0, "order": t_order, "certificate": t2 - t1 - t_order,
                    "edges": time.perf_counter() - t2}
     return out
