@@ -515,7 +515,9 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
         wait(boxes)
         report.bytes_moved["shuffle"] = _moved_bytes(client, split, boxes)
         report.exchanges += 1
-        del split, pieces
+        # the blocks' rows live on in the boxes; Dask recomputes them from
+        # their read tasks should a box be lost with its worker
+        del split, pieces, blocks
     core_futs = None
     if k > 1:
         with timer("core_distances"):
@@ -603,6 +605,7 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
         report.bytes_moved["phase2"] = int(moved)
         report.radius = float(np.sqrt(radius2))
     name = infos[0]["backend"]
+    del boxes  # the output needs only the solved boxes' edges
     certified = [client.submit(_certified_task, s, **on(b)) for b, s in enumerate(solved)]
     cores = core_futs or []
     cert_bytes = sum(i["certified"] for i in infos) * (16 + np.dtype(dtype).itemsize)
@@ -689,7 +692,8 @@ def _write_partitioned(client, out, solved, infos, owner, on, tree_edges, core_f
     dtype = np.dtype(dtype)
     counts = [int(i["certified"]) for i in infos]
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    writer = owner[0]
+    live = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    writer = owner[0] if owner[0] in live or not live else live[0]  # box 0's may be gone
     opts = dict(overwrite=overwrite, chunk_rows=chunk_rows, zarr_format=zarr_format,
                 storage_options=storage_options)
     spec = client.submit(_create_store_task, out, n - 1, dtype.str, opts,

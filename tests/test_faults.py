@@ -206,12 +206,7 @@ def test_in_memory_input_lost_with_its_worker(client, cluster, slow_snap, caplog
 
     caplog.set_level(logging.WARNING, logger="emst_dask.service")
     _, pts, ref = slow_snap
-    client.wait_for_workers(1)
-    if len(client.scheduler_info()["workers"]) < 2:   # the previous test killed one
-        cluster._spawn(["dask_worker", cluster.address, "--host", "127.0.0.1",
-                        "--nthreads", "1", "--name", "w-new", "--no-dashboard",
-                        "--memory-limit", "0"], "worker-new")
-        client.wait_for_workers(2, timeout=120)
+    _two_workers(client, cluster, "w-new")
     client.run(_slow_reports, 0.5, 0)
     res = {}
 
@@ -238,6 +233,66 @@ def test_in_memory_input_lost_with_its_worker(client, cluster, slow_snap, caplog
     assert_same_tree(res["tree"], pts, reference=ref)
     assert "job in-memory: its input died with its worker; submitting it again (1)" \
         in caplog.text
+
+
+def _two_workers(client, cluster, name):
+    client.wait_for_workers(1)
+    if len(client.scheduler_info()["workers"]) < 2:   # an earlier test killed one
+        cluster._spawn(["dask_worker", cluster.address, "--host", "127.0.0.1",
+                        "--nthreads", "1", "--name", name, "--no-dashboard",
+                        "--memory-limit", "0"], f"worker-{name}")
+        client.wait_for_workers(2, timeout=120)
+
+
+def _slow_phase1(seconds):
+    """(runs in a worker) phase 1 of a partitioned job sleeps first."""
+    import time as _time
+
+    import emst_dask.multipart as mp
+
+    orig = getattr(mp, "_orig_solve_task", mp._solve_task)
+    mp._orig_solve_task = orig
+
+    def solve(*args):
+        _time.sleep(seconds)
+        return orig(*args)
+
+    mp._solve_task = solve if seconds else orig
+
+
+def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
+    """A worker killed during phase 1 of a partitioned job: its boxes are
+    rebuilt from their read tasks on the other worker and the store written
+    by the workers is exact."""
+    path, pts, ref = slow_snap
+    _two_workers(client, cluster, "w-part")
+    client.run(_slow_phase1, 2.0)
+    res = {}
+    out = tmp_path / "part.zarr"
+
+    def run():
+        try:
+            res["store"] = emst_dask.emst(path, client=client, partitions=2, out=out)
+        except Exception as exc:  # pragma: no cover - shown by the assert below
+            res["error"] = exc
+
+    th = threading.Thread(target=run)
+    th.start()
+    deadline = time.monotonic() + 120
+    busy = []
+    while time.monotonic() < deadline and not busy:
+        busy = [w for w, keys in client.processing().items()
+                if any("-solve-" in str(k) for k in keys)]
+        time.sleep(0.05)
+    assert busy, "phase 1 never started"
+    _kill_worker(client, busy[0])
+    th.join(180)
+    client.run(_slow_phase1, 0)
+    assert "error" not in res, res.get("error")
+    assert_same_tree(open_edges(res["store"]), pts, reference=ref)
+    assert res["store"].attrs["partitioned"]["partitions"] == 2
+    assert _store_state(out) == "complete"
+    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
 
 
 def test_last_worker_killed_clear_error(client, cluster, slow_snap, tmp_path):
