@@ -133,13 +133,12 @@ class PointSource:
         a, b = self.chunks[k]
         return f"{self.chunk_kind()} {k} (rows {a}-{b - 1})"
 
-    def check_block(self, block: np.ndarray, start: int):
-        """Raise InputError for NaN/inf in ``block`` (global rows from
-        ``start``), naming the first bad chunk, its row and the store."""
-        bad = ~np.isfinite(block).all(axis=1)
-        if bad.any():
-            first = start + int(np.argmax(bad))
-            self.raise_nonfinite(block, start, first)
+    def read_checked(self, a: int, b: int, dst: np.ndarray):
+        """Read rows [a, b) into ``dst`` (cast to its dtype); the first row
+        with NaN/inf among them, or None."""
+        np.copyto(dst, self.read(a, b), casting="unsafe")
+        ok = np.isfinite(dst).all(axis=1)
+        return None if ok.all() else a + int(np.argmin(ok))
 
     def raise_nonfinite(self, block, start: int, first_row: int):
         k = self.chunk_of(first_row)
@@ -568,12 +567,9 @@ def _stage_host(src, threads, report):
 
     def work(j):
         a, b = blocks[j]
-        x = src.read(a, b)
-        dst = out[a:b]
-        np.copyto(dst, x, casting="unsafe")
-        ok = np.isfinite(dst).all(axis=1)
-        if not ok.all():
-            bad[j] = a + int(np.argmin(ok))
+        first = src.read_checked(a, b, out[a:b])
+        if first is not None:
+            bad[j] = first
         return j
 
     _run_blocks(work, blocks, threads, report, n)

@@ -148,11 +148,9 @@ def _read_block_task(src, start, stop):
 
     def read(ab):
         a, b = ab
-        dst = out[a - start:b - start]
-        np.copyto(dst, src.read(a, b), casting="unsafe")
-        ok = np.isfinite(dst).all(axis=1)
-        if not ok.all():
-            bad.append(a + int(np.argmin(ok)))
+        first = src.read_checked(a, b, out[a - start:b - start])
+        if first is not None:
+            bad.append(first)
 
     with ThreadPoolExecutor(max_workers=max(1, min(default_threads(), len(pieces)))) as pool:
         list(pool.map(read, pieces))

@@ -137,24 +137,6 @@ def assign_boxes(part: Partitioning, points) -> np.ndarray:
     return _box_of(np.ascontiguousarray(points), *_split_arrays(part))
 
 
-@njit(cache=True)
-def box_order(box, n_boxes):
-    """Counting sort of the rows by box, stable: (order (n,), starts (P+1,))."""
-    n = box.shape[0]
-    starts = np.zeros(n_boxes + 1, np.int64)
-    for i in range(n):
-        starts[box[i] + 1] += 1
-    for k in range(n_boxes):
-        starts[k + 1] += starts[k]
-    pos = starts[:-1].copy()
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        b = box[i]
-        order[pos[b]] = i
-        pos[b] += 1
-    return order, starts
-
-
 @njit(parallel=True, cache=True)
 def _group_rows(points, box, n_boxes, n_chunks):
     n, d = points.shape
