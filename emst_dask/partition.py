@@ -285,9 +285,7 @@ def minimum_spanning_forest(edges: Edges) -> Edges:
     """The MSF of ``edges`` over their super-vertices, strict edge order."""
     if len(edges) == 0:
         return edges
-    lo = np.minimum(edges.u, edges.v)
-    hi = np.maximum(edges.u, edges.v)
-    order = np.lexsort((hi, lo, edges.w2))
+    order = strict_edge_order(np, edges.u, edges.v, edges.w2)
     verts, inv = np.unique(np.concatenate([edges.su, edges.sv]), return_inverse=True)
     m = len(edges)
     keep = _kruskal(order, inv[:m], inv[m:], len(verts))
@@ -466,25 +464,34 @@ def take(values, idx) -> np.ndarray:
 def strict_edge_order(xp, s, t, w2):
     """Indices of the edges in the strict order (w2, min(s, t), max(s, t)).
 
-    s, t : (m,) int64 endpoints of distinct pairs (a tree's edges); w2 :
-    (m,) float >= 0.  With float32 weights and endpoints below 2**32 this is
-    two radix sorts of unique uint64 keys: the pair packed in one word, then
-    the weight's bits (order-preserving for values >= 0) above the pair's
-    rank; otherwise a three-key lexsort (a comparison sort on the GPU).
+    s, t : (m,) int64 endpoints; w2 : (m,) float >= 0.  With float32
+    weights and endpoints below 2**32 this is two radix sorts of uint64
+    keys: the pair packed in one word, then the weight's bits
+    (order-preserving for values >= 0) above the pair's rank; otherwise a
+    three-key lexsort (a comparison sort on the GPU).  A pair listed twice
+    (the same candidate from two sources) is one edge: its copies are equal
+    in every field, so their relative order does not matter.
     """
     m = s.shape[0]
     lo, hi = xp.minimum(s, t), xp.maximum(s, t)
     if w2.dtype != np.float32 or m == 0 or int(hi.max()) >= 1 << 32:
         return xp.lexsort(xp.stack([hi.astype(xp.float64), lo.astype(xp.float64),
                                     w2.astype(xp.float64)]))
+    if xp is np:
+        from .kernels.cpu import radix_argsort
+
+        def argsort(k):
+            return radix_argsort(k, 64)
+    else:
+        argsort = xp.argsort
     pair = (lo.astype(xp.uint64) << xp.uint64(32)) | hi.astype(xp.uint64)
-    by_pair = xp.argsort(pair)
+    by_pair = argsort(pair)
     del pair
     rank = xp.empty(m, xp.uint64)
     rank[by_pair] = xp.arange(m, dtype=xp.uint64)
     del by_pair
-    key = (w2.view(xp.uint32).astype(xp.uint64) << xp.uint64(32)) | rank
-    return xp.argsort(key)
+    key = (xp.ascontiguousarray(w2).view(xp.uint32).astype(xp.uint64) << xp.uint64(32)) | rank
+    return argsort(key)
 
 
 def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
