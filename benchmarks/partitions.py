@@ -86,10 +86,9 @@ def _spans(n, u, v):
 def check_tree(tree, pts, min_samples, ref, n) -> dict:
     """Exactness figures of one run: spanning tree, edge-set hash, sampled
     weights recomputed in float64 (Euclidean runs)."""
-    return dict(spanning_tree=bool(_spans(n, tree.source, tree.target)),
-                edge_hash=edge_hash(tree.source, tree.target),
-                same_edge_set_as_first=None if ref is None
-                else edge_hash(tree.source, tree.target) == ref["hash"],
+    h = edge_hash(tree.source, tree.target)
+    return dict(spanning_tree=bool(_spans(n, tree.source, tree.target)), edge_hash=h,
+                same_edge_set_as_first=None if ref is None else h == ref["hash"],
                 max_rel_weight_error_sampled=sampled_weight_error(tree, pts)
                 if min_samples == 1 else None)
 

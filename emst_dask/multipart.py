@@ -604,15 +604,15 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
         report.radius = float(np.sqrt(radius2))
     name = infos[0]["backend"]
     del boxes  # the output needs only the solved boxes' edges
-    certified = [client.submit(_certified_task, s, **on(b)) for b, s in enumerate(solved)]
-    cores = core_futs or []
-    cert_bytes = sum(i["certified"] for i in infos) * (16 + np.dtype(dtype).itemsize)
     if out is not None and not sort_by_weight:
         with timer("output"):
             return _write_partitioned(client, out, solved, infos, owner, on, tree_edges,
                                       core_futs, report, n, d, dtype, k, name, where,
                                       overwrite, chunk_rows, zarr_format,
                                       out_storage_options, token)
+    certified = [client.submit(_certified_task, s, **on(b)) for b, s in enumerate(solved)]
+    cores = core_futs or []
+    cert_bytes = sum(i["certified"] for i in infos) * (16 + np.dtype(dtype).itemsize)
     if out is not None:  # sorted edges: one worker gathers, sorts and writes them
         with timer("output"):
             writer = owner[0]

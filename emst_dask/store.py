@@ -133,12 +133,10 @@ def write_edges(out, tree: SpanningTree, *, input: str = "", overwrite: bool = F
                                 zarr_format=zarr_format, storage_options=storage_options,
                                 attributes={"format": FORMAT, "complete": False})
         _fill(group, tree, attrs, chunk_rows, threads, report)
-        path = out if isinstance(out, str) else str(getattr(out, "root", out))
-        return EdgeStore(path, _finish_attrs(group, attrs), _store=out)
+        return EdgeStore(_store_path(out), _finish_attrs(group, attrs), _store=out)
 
     check_out(loc, overwrite)
-    parent, base = os.path.split(loc)
-    tmp = os.path.join(parent, f".{base}{TMP_TAG}{uuid.uuid4().hex[:8]}")
+    tmp = _tmp_sibling(loc)
     try:
         import zarr
 
@@ -151,6 +149,17 @@ def write_edges(out, tree: SpanningTree, *, input: str = "", overwrite: bool = F
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return EdgeStore(loc, attrs)
+
+
+def _tmp_sibling(loc) -> str:
+    """The hidden temporary sibling a local output is written to first."""
+    parent, base = os.path.split(loc)
+    return os.path.join(parent, f".{base}{TMP_TAG}{uuid.uuid4().hex[:8]}")
+
+
+def _store_path(out) -> str:
+    """What an edge store at a URL or a zarr store object calls itself."""
+    return out if isinstance(out, str) else str(getattr(out, "root", out))
 
 
 def _finish_attrs(group, attrs) -> dict:
@@ -262,8 +271,7 @@ def create_shared_store(out, *, n_edges: int, dtype, overwrite: bool = False,
     loc = local_path(out) if is_pathlike(out) else None
     if loc is not None:
         check_out(loc, overwrite)
-        parent, base = os.path.split(loc)
-        where = os.path.join(parent, f".{base}{TMP_TAG}{uuid.uuid4().hex[:8]}")
+        where = _tmp_sibling(loc)
         group = zarr.open_group(where, mode="w-", zarr_format=zarr_format,
                                 attributes={"format": FORMAT, "complete": False})
     else:
@@ -340,9 +348,7 @@ def finish_shared_store(spec, rests, attrs: dict, core_distances=None) -> "EdgeS
         _write_pieces(_pieces(z, core_distances, 0, n, 0, z.chunks[0]), None)
     attrs = _finish_attrs(group, dict(attrs))
     if spec["loc"] is None:
-        out = spec["out"]
-        path = out if isinstance(out, str) else str(getattr(out, "root", out))
-        return EdgeStore(path, attrs, _store=out)
+        return EdgeStore(_store_path(spec["out"]), attrs, _store=spec["out"])
     _replace(spec["where"], spec["loc"], spec["overwrite"])
     return EdgeStore(spec["loc"], attrs)
 
@@ -355,8 +361,7 @@ def abort_shared_store(spec):
 
 def _write_npy(loc, tree, attrs, overwrite, report):
     check_out(loc, True)  # .npy files are replaced, as `emst-dask run` always did
-    parent, base = os.path.split(loc)
-    tmp = os.path.join(parent, f".{base}{TMP_TAG}{uuid.uuid4().hex[:8]}")
+    tmp = _tmp_sibling(loc)
     if report:
         report("write", rows=0, total=int(tree.n_edges))
     try:
