@@ -105,6 +105,51 @@ def parse_runs(spec, partitions):
     return out
 
 
+def task_name(key) -> str:
+    """What a task does, from its key: ``emst-part-<token>-split-3`` ->
+    ``split``, ``connect1-0`` -> ``connect``, other keys by Dask's key_split."""
+    import re
+
+    from distributed.utils import key_split
+
+    k = key if isinstance(key, str) else str(key[0] if isinstance(key, tuple) else key)
+    m = re.match(r"emst-part-[0-9a-f]{8}-([a-z]+)", k)
+    return m.group(1) if m else key_split(key)
+
+
+def summarize_task_stream(records) -> dict:
+    """Per task kind: count, compute seconds (sum, max) and seconds spent
+    receiving its inputs from other workers, from Dask's task stream."""
+    out = {}
+    for r in records:
+        s = out.setdefault(task_name(r["key"]), dict(n=0, compute_s=0.0, max_compute_s=0.0,
+                                                    transfer_s=0.0))
+        s["n"] += 1
+        for ss in r.get("startstops", ()):
+            dt = ss["stop"] - ss["start"]
+            if ss["action"] == "compute":
+                s["compute_s"] += dt
+                s["max_compute_s"] = max(s["max_compute_s"], dt)
+            elif ss["action"] == "transfer":
+                s["transfer_s"] += dt
+    return {k: {f: round(v, 4) if isinstance(v, float) else v for f, v in d.items()}
+            for k, d in sorted(out.items(), key=lambda kv: -kv[1]["compute_s"])}
+
+
+def _worker_memory():
+    """This worker's peak RSS (bytes) and its CuPy pool's held bytes."""
+    import resource
+
+    out = dict(peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    try:
+        import cupy
+
+        out["device_pool_bytes"] = int(cupy.get_default_memory_pool().total_bytes())
+    except Exception:
+        pass
+    return out
+
+
 def device_name() -> str:
     try:
         import cupy
@@ -181,9 +226,14 @@ def main(argv=None):
                     kw["partitions"] = mode
                 if store:
                     kw.update(out=store, overwrite=True)
-                t0 = time.perf_counter()
-                res = emst_dask.emst(snap, **kw)
-                secs = time.perf_counter() - t0
+                from distributed import get_task_stream
+
+                with get_task_stream(client=cl) as stream:
+                    t0 = time.perf_counter()
+                    res = emst_dask.emst(snap, **kw)
+                    secs = time.perf_counter() - t0
+                tasks = summarize_task_stream(stream.data)
+                memory = cl.run(_worker_memory)
                 tree = res.load() if store else res
                 row = dict(mode="single" if mode == "single" else "partitioned",
                            partitions=1 if mode == "single" else mode, workers=n_workers,
@@ -191,6 +241,8 @@ def main(argv=None):
                            total_weight=tree.total_weight, n_edges=tree.n_edges)
                 check = check_tree(tree, pts, args.min_samples, ref, args.n)
                 row.update(check)
+                row["tasks"] = tasks
+                row["worker_memory"] = memory  # peak RSS: process lifetime so far
                 if mode == "single":
                     row["timings"] = tree.timings if not store else res.attrs.get("timings")
                 else:
@@ -203,6 +255,9 @@ def main(argv=None):
                          f"super-vertices {rep['n_super_vertices']}, seconds "
                          f"{ {k: round(v, 3) for k, v in rep['seconds'].items()} }"
                          if mode != "single" else f", timings {row['timings']}"), flush=True)
+                print("  tasks:", {k: (v["n"], v["compute_s"], v["transfer_s"])
+                                   for k, v in tasks.items()}, flush=True)
+                print("  memory:", memory, flush=True)
                 if ref is None:
                     ref = dict(hash=check["edge_hash"], total=tree.total_weight)
                 assert tree.n_edges == args.n - 1

@@ -159,9 +159,15 @@ scheduler_env() {
 }
 
 worker_env() {
-    if [ "$KIND" = cpu ] && [ -z "${NUMBA_NUM_THREADS:-}" ]; then
+    # the numba kernels (CPU backend; host steps of partitioned jobs on GPU
+    # workers) bring their own threads: share the cores between the workers
+    if [ -z "${NUMBA_NUM_THREADS:-}" ]; then
         local cores; cores="$(nproc 2>/dev/null || echo 1)"
         local n="${WORKERS:-1}"
+        if [ "$KIND" = gpu ]; then
+            n="$(gpu_count)"   # dask cuda worker: one worker per GPU
+            [ "${n:-0}" -gt 0 ] 2>/dev/null || n=1
+        fi
         export NUMBA_NUM_THREADS=$(( cores / n > 0 ? cores / n : 1 ))
     fi
 }

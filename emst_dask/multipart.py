@@ -183,8 +183,8 @@ def _summarize_task(block: Block, n_total, sample_size, seed):
 
 def _split_task(block: Block, partitioning):
     box = part_mod.assign_boxes(partitioning, block.points)
-    grouped, rows, starts = part_mod.group_by_box(block.points, box, partitioning.n_boxes)
-    gids = rows + block.start  # ascending within every box
+    grouped, gids, starts = part_mod.group_by_box(block.points, box, partitioning.n_boxes,
+                                                  block.start)  # ascending within every box
     return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
             for k in range(partitioning.n_boxes)}
 
@@ -196,8 +196,8 @@ def _assemble_task(k, partitioning, *pieces):
     # the pieces by their first id orders the box
     pieces = sorted((p for p in pieces if len(p.gids)), key=lambda p: int(p.gids[0]))
     if pieces:
-        points = np.ascontiguousarray(np.concatenate([p.points for p in pieces]))
-        gids = np.concatenate([p.gids for p in pieces])
+        points = part_mod.concat_rows([p.points for p in pieces])
+        gids = part_mod.concat_rows([p.gids for p in pieces])
     else:
         points, gids = np.zeros((0, d), dtype), np.zeros(0, np.int64)
     return Box(k, points, gids, face_distances(partitioning, k, points))
@@ -644,7 +644,9 @@ def _emst_multipart(source, *, client, partitions="auto", min_samples=1, backend
 def _create_store_task(out, n_edges, dtype, options):
     from .store import create_shared_store
 
-    return create_shared_store(out, n_edges=n_edges, dtype=dtype, **options)
+    t0 = time.time()  # wall clock: the finisher (usually this worker) times the output
+    return dict(create_shared_store(out, n_edges=n_edges, dtype=dtype, **options),
+                t_output=t0)
 
 
 def _write_box_task(spec, solved, at, dtype):
@@ -675,6 +677,12 @@ def _finish_store_task(spec, attrs, tree_edges, at, n, dtype, cores, *written):
         core = np.empty(n, dtype)
         for gids, c in cores:
             core[gids] = np.sqrt(c)
+    # the output phase, store creation to here (the attributes go last)
+    output = max(0.0, time.time() - spec["t_output"])
+    attrs = dict(attrs, timings=dict(attrs["timings"], output=output))
+    rep = dict(attrs["extra"]["partitioned"])
+    rep["seconds"] = dict(rep["seconds"], output=output)
+    attrs["extra"] = dict(attrs["extra"], partitioned=rep)
     return finish_shared_store(spec, rests, edge_attrs(total_weight=total, dtype=dtype, **attrs),
                                core)
 

@@ -138,7 +138,7 @@ def assign_boxes(part: Partitioning, points) -> np.ndarray:
 
 
 @njit(parallel=True, cache=True)
-def _group_rows(points, box, n_boxes, n_chunks):
+def _group_rows(points, box, n_boxes, n_chunks, row_offset):
     n, d = points.shape
     step = (n + n_chunks - 1) // n_chunks
     counts = np.zeros((n_chunks, n_boxes), np.int64)
@@ -166,21 +166,54 @@ def _group_rows(points, box, n_boxes, n_chunks):
             pos[b] = p + 1
             for a in range(d):
                 grouped[p, a] = points[i, a]
-            rows[p] = i
+            rows[p] = i + row_offset
     return grouped, rows, starts
 
 
-def group_by_box(points, box, n_boxes):
+def group_by_box(points, box, n_boxes, row_offset=0):
     """The rows of ``points`` grouped by box, stably, in one parallel pass.
 
     points : (n, d) float; box : (n,) int64 in [0, n_boxes).  Returns
     ``grouped`` (n, d) (box k's rows are ``grouped[starts[k]:starts[k+1]]``,
     in their input order), ``rows`` (n,) int64 (input row of each grouped
-    row) and ``starts`` (n_boxes + 1,) int64.
+    row plus ``row_offset``) and ``starts`` (n_boxes + 1,) int64.
     """
     pts = np.ascontiguousarray(points)
     n_chunks = max(1, min(256, pts.shape[0] // 65536))
-    return _group_rows(pts, np.ascontiguousarray(box, np.int64), n_boxes, n_chunks)
+    return _group_rows(pts, np.ascontiguousarray(box, np.int64), n_boxes, n_chunks,
+                       np.int64(row_offset))
+
+
+@njit(parallel=True, cache=True)
+def _copy_rows(dst, src, at):
+    # in blocks of rows: one thread per block, few page faults contended
+    n = src.shape[0]
+    step = 1 << 16
+    for c in prange((n + step - 1) // step):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            for a in range(src.shape[1]):
+                dst[at + i, a] = src[i, a]
+
+
+def concat_rows(arrays, dtype=None):
+    """``np.concatenate(arrays)`` along axis 0, copied in parallel.
+
+    arrays : sequence of (m_i, ...) arrays with equal trailing shapes.  The
+    output is allocated once and filled by numba threads, so its pages are
+    faulted in by all cores rather than one (the single-threaded
+    concatenate of a box's gigabytes was most of the shuffle).
+    """
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    dtype = np.dtype(dtype or arrays[0].dtype)
+    total = sum(a.shape[0] for a in arrays)
+    out = np.empty((total,) + arrays[0].shape[1:], dtype)
+    flat = out.reshape(total, -1)
+    at = 0
+    for a in arrays:
+        if a.shape[0]:
+            _copy_rows(flat, a.reshape(a.shape[0], -1).astype(dtype, copy=False), at)
+        at += a.shape[0]
+    return out
 
 
 @njit(parallel=True, cache=True)
@@ -304,7 +337,8 @@ class BoxResult:
     super_labels: np.ndarray  # (n_box,) super-vertex (a global id) per point
     max_local2: float         # longest squared edge of MST(box)
     n_super: int = 1          # distinct super_labels
-    seconds: dict = None      # per step: engine, certificate, edges
+    seconds: dict = None      # per step: engine (and engine.<phase>), order,
+                              # certificate, edges
 
 
 def _run_engine(points, backend, min_samples, core=None):
@@ -586,7 +620,8 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         rest = Edges(gh[ns], gh[nt], weights(w2s[nc]), sl[ns], sl[nt])
     out = BoxResult(cert, rest, sl, float(weights(w2s.max().reshape(1))[0]), n_super)
     out.seconds = {"engine": t1 - t0, "order": t_order, "certificate": t2 - t1 - t_order,
-                   "edges": time.perf_counter() - t2}
+                   "edges": time.perf_counter() - t2,
+                   **{f"engine.{k}": v for k, v in res.timings.items()}}
     return out
 
 

@@ -921,15 +921,30 @@ def _dispatch(cl, preps, results, callback, errors, bar):
 # --------------------------------------------------------------------------
 # the embedded default cluster
 # --------------------------------------------------------------------------
+def _visible_gpus() -> int:
+    """GPUs a LocalCUDACluster would start one worker each for."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([v for v in vis.split(",") if v.strip()])
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 1
+
+
 class EmbeddedCluster:
     """A cluster on this machine for as long as the ``with`` block lasts.
 
     GPUs visible (``emst_dask.kernels.cuda_available()``) and ``backend`` not
     "cpu": a dask-cuda ``LocalCUDACluster``, one single-threaded worker per
-    GPU.  Otherwise a ``LocalCluster`` of single-threaded worker processes
-    (the numba kernels bring their own threads: each worker gets
-    ``NUMBA_NUM_THREADS = cores // n_workers``); ``n_workers`` defaults to 1,
-    which gives one job all the cores.
+    GPU.  Otherwise a ``LocalCluster`` of single-threaded worker processes;
+    ``n_workers`` defaults to 1, which gives one job all the cores.  Either
+    way the numba kernels (the CPU backend, and the host-side steps of the
+    partitioned path on GPU workers) bring their own threads: each worker
+    gets ``NUMBA_NUM_THREADS = cores // n_workers`` so workers do not
+    oversubscribe the cores.
     """
 
     def __init__(self, n_workers=None, *, backend="auto", dashboard_address=":0",
@@ -948,23 +963,30 @@ class EmbeddedCluster:
     def start(self):
         from distributed import Client
 
+        import dask
+
+        cores = os.cpu_count() or 1
         if self.gpu:
             try:
                 from dask_cuda import LocalCUDACluster
             except ImportError:
                 raise RuntimeError("a GPU is visible but dask-cuda is not installed: pip "
                                    "install 'emst-dask[cuda]', or pass backend='cpu'") from None
+            n = self.n_workers or _visible_gpus()
+            env = {"NUMBA_NUM_THREADS": str(max(1, cores // max(1, n)))}
+            env.update(self.cluster_kwargs.pop("env", {}))
             kw = dict(threads_per_worker=1, dashboard_address=self.dashboard_address,
-                      silence_logs=self.silence_logs)
+                      silence_logs=self.silence_logs, env=env)
             if self.n_workers:
                 kw["n_workers"] = self.n_workers
             kw.update(self.cluster_kwargs)
-            self.cluster = LocalCUDACluster(**kw)
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": {
+                    **dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}}):
+                self.cluster = LocalCUDACluster(**kw)
         else:
             from distributed import LocalCluster
 
             n = self.n_workers or 1
-            cores = os.cpu_count() or 1
             env = {"NUMBA_NUM_THREADS": str(max(1, cores // n))}
             env.update(self.cluster_kwargs.pop("env", {}))
             kw = dict(n_workers=n, threads_per_worker=1, processes=True,
@@ -975,8 +997,6 @@ class EmbeddedCluster:
             # env= is applied only after the worker has imported the
             # client's __main__ (which may import numba), and a later JIT
             # compile then fails on the mismatch: set it before the spawn
-            import dask
-
             with dask.config.set({"distributed.nanny.pre-spawn-environ": {
                     **dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}}):
                 self.cluster = LocalCluster(**kw)

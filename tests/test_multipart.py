@@ -132,8 +132,13 @@ def test_zarr_snapshot_to_edge_store(client, tmp_path):
     assert isinstance(store, EdgeStore)
     tree = open_edges(str(tmp_path / "edges.zarr")).load()
     same_as_single(tree, pts)
-    rep = open_edges(str(tmp_path / "edges.zarr")).attrs["partitioned"]
+    attrs = open_edges(str(tmp_path / "edges.zarr")).attrs
+    rep = attrs["partitioned"]
     assert rep["partitions"] == 3 and rep["rounds"] >= 1 and rep["total_bytes_moved"] > 0
+    # every phase is timed in the store, the output included
+    for name in ("read", "shuffle", "phase1", "phase2", "output"):
+        assert rep["seconds"][name] >= 0.0, name
+    assert attrs["timings"]["output"] == rep["seconds"]["output"]
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 997, 4096, None])
