@@ -101,7 +101,7 @@ def parse_runs(spec, partitions):
     out = []
     for item in spec.split(","):
         w, mode = item.split(":")
-        out.append((int(w), mode if mode == "single" else int(mode)))
+        out.append((int(w), mode if mode in ("single", "auto") else int(mode)))
     return out
 
 
@@ -174,6 +174,9 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=None,
                     help="workers of the embedded cluster (default: one per GPU, else 2)")
     ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--device-pool", default=None,
+                    help="GPU workers reserve this fraction of free device memory in their "
+                         "CuPy pool at start (default: the pool grows on demand)")
     ap.add_argument("--min-samples", type=int, default=1)
     ap.add_argument("--chunk-rows", type=int, default=1 << 21)
     ap.add_argument("--dir", default=None, help="where the snapshot goes (default: a temp dir)")
@@ -197,10 +200,36 @@ def main(argv=None):
           flush=True)
 
     runs = parse_runs(args.runs, args.partitions)
+    path = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                    f"partitions-{args.machine}.json")
+
+    def dump():
+        """Write what has been measured so far (a run cut short keeps its rows)."""
+        if not n_workers_seen:
+            return
+        single = [r for r in rows if r["mode"] == "single" and r["workers"] == 1]
+        if single:
+            for r in rows:
+                r["speedup_vs_single_one_worker"] = single[0]["seconds"] / r["seconds"]
+        out = dict(benchmark="partitions", date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   machine=args.machine, device=device_name(), host=platform.node(),
+                   cpus=os.cpu_count(), dataset=args.dataset, d=args.dim, n=args.n, seed=0,
+                   dtype=str(pts.dtype), min_samples=args.min_samples,
+                   workers=max(v[0] for v in n_workers_seen.values()),
+                   cluster=next(iter(n_workers_seen.values()))[1], chunk_rows=args.chunk_rows,
+                   generation_seconds=t_gen, device_pool=args.device_pool, rows=rows,
+                   version=emst_dask.__version__)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1, default=float)
+        print("wrote", path, flush=True)
+
     rows = []
     ref = None
     n_workers_seen = {}
     store = os.path.join(tmp, "edges.zarr") if args.out_store else None
+    # every run writes a new store: removing the last run's gigabytes is
+    # not part of a job (overwrite=True would time it)
     for W in sorted({w for w, _ in runs}, key=lambda w: (w is not None, w or 0)):
         cl_kw = {}
         if W:
@@ -209,6 +238,8 @@ def main(argv=None):
             cl_kw["n_workers"] = args.workers
         elif args.backend == "cpu" or not emst_dask.kernels.cuda_available():
             cl_kw["n_workers"] = 2
+        if args.device_pool:
+            cl_kw["device_pool"] = float(args.device_pool)
         with EmbeddedCluster(backend=args.backend, **cl_kw) as emb:
             cl = emb.client
             n_workers = len(cl.scheduler_info(n_workers=-1)["workers"])
@@ -225,7 +256,8 @@ def main(argv=None):
                 if mode != "single":
                     kw["partitions"] = mode
                 if store:
-                    kw.update(out=store, overwrite=True)
+                    shutil.rmtree(store, ignore_errors=True)
+                    kw.update(out=store)
                 from distributed import get_task_stream
 
                 with get_task_stream(client=cl) as stream:
@@ -235,26 +267,30 @@ def main(argv=None):
                 tasks = summarize_task_stream(stream.data)
                 memory = cl.run(_worker_memory)
                 tree = res.load() if store else res
-                row = dict(mode="single" if mode == "single" else "partitioned",
-                           partitions=1 if mode == "single" else mode, workers=n_workers,
+                rep = None if mode == "single" else (
+                    res.attrs.get("partitioned") if store else getattr(tree, "report", None))
+                rep = rep.as_dict() if hasattr(rep, "as_dict") else rep
+                row = dict(mode="single" if mode == "single" or rep is None else "partitioned",
+                           asked=mode,
+                           partitions=1 if rep is None else rep["partitions"], workers=n_workers,
                            seconds=secs, output="edge store" if store else "client",
                            total_weight=tree.total_weight, n_edges=tree.n_edges)
                 check = check_tree(tree, pts, args.min_samples, ref, args.n)
                 row.update(check)
                 row["tasks"] = tasks
                 row["worker_memory"] = memory  # peak RSS: process lifetime so far
-                if mode == "single":
+                if rep is None:
                     row["timings"] = tree.timings if not store else res.attrs.get("timings")
                 else:
-                    rep = (res.attrs["partitioned"] if store else tree.report.as_dict())
                     row["report"] = rep
                 rows.append(row)
+                dump()
                 print(f"W={n_workers} {mode}: {secs:.2f} s, {check}"
                       + (f", rounds {rep['rounds']}, moved "
                          f"{rep['total_bytes_moved'] / 1e6:.1f} MB {rep['bytes_moved']}, "
                          f"super-vertices {rep['n_super_vertices']}, seconds "
                          f"{ {k: round(v, 3) for k, v in rep['seconds'].items()} }"
-                         if mode != "single" else f", timings {row['timings']}"), flush=True)
+                         if rep is not None else f", timings {row['timings']}"), flush=True)
                 print("  tasks:", {k: (v["n"], v["compute_s"], v["transfer_s"])
                                    for k, v in tasks.items()}, flush=True)
                 print("  memory:", memory, flush=True)
@@ -266,24 +302,7 @@ def main(argv=None):
                     f"W={W} {mode}: edge set differs from the first run's"
                 assert np.isclose(tree.total_weight, ref["total"], rtol=1e-9)
                 del tree, res
-    n_workers = max(v[0] for v in n_workers_seen.values())
-    kind = next(iter(n_workers_seen.values()))[1]
-    single = [r for r in rows if r["mode"] == "single" and r["workers"] == 1]
-    if single:
-        for r in rows:
-            r["speedup_vs_single_one_worker"] = single[0]["seconds"] / r["seconds"]
-    out = dict(benchmark="partitions", date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-               machine=args.machine, device=device_name(), host=platform.node(),
-               cpus=os.cpu_count(), dataset=args.dataset, d=args.dim, n=args.n, seed=0,
-               dtype=str(pts.dtype), min_samples=args.min_samples, workers=n_workers,
-               cluster=kind, chunk_rows=args.chunk_rows, generation_seconds=t_gen, rows=rows,
-               version=emst_dask.__version__)
-    path = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                    f"partitions-{args.machine}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, default=float)
-    print("wrote", path)
+    dump()
     if not args.dir:
         shutil.rmtree(tmp, ignore_errors=True)
 

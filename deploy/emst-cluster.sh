@@ -22,7 +22,10 @@
 #                          auto: GPU when nvidia-smi lists GPUs and dask_cuda is importable)
 #   --workers N            CPU workers (default 1; each gets cores/N numba threads) (EMST_WORKERS)
 #   --gpus LIST            GPUs, e.g. 0,1 (one worker each; default all)    (CUDA_VISIBLE_DEVICES)
-#   --rmm-pool-size SIZE   RMM pool per GPU worker, "none" for no pool     (EMST_RMM_POOL_SIZE, 0.9)
+#   --device-pool SIZE     GPU workers reserve this much of the free device memory in their
+#                          CuPy pool at start (fraction or bytes; "none")    (EMST_DEVICE_POOL, 0.8)
+#   --rmm-pool-size SIZE   an RMM pool per GPU worker instead, CuPy allocating from it; needs
+#                          the rmm package ("none": no RMM)                 (EMST_RMM_POOL_SIZE, none)
 #   --tls DIR              certificates from deploy/tls/make-certs.sh: TLS everywhere (EMST_TLS_DIR)
 #   --no-workers-timeout T a job whose workers all died fails after T  (EMST_NO_WORKERS_TIMEOUT, 300s)
 #   --timeout SECONDS      how long start/wait wait                      (EMST_START_TIMEOUT, 180)
@@ -47,7 +50,8 @@ PORT="${EMST_PORT:-8786}"
 DASHBOARD="${EMST_DASHBOARD:-localhost:8787}"
 KIND="${EMST_WORKER_KIND:-auto}"
 WORKERS="${EMST_WORKERS:-}"
-RMM_POOL="${EMST_RMM_POOL_SIZE:-0.9}"
+RMM_POOL="${EMST_RMM_POOL_SIZE:-none}"
+DEVICE_POOL="${EMST_DEVICE_POOL:-0.8}"
 TLS_DIR="${EMST_TLS_DIR:-}"
 NO_WORKERS_TIMEOUT="${EMST_NO_WORKERS_TIMEOUT:-300s}"
 TIMEOUT="${EMST_START_TIMEOUT:-180}"
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
         --workers) WORKERS="$2"; shift 2 ;;
         --gpus) export CUDA_VISIBLE_DEVICES="$2"; shift 2 ;;
         --rmm-pool-size) RMM_POOL="$2"; shift 2 ;;
+        --device-pool) DEVICE_POOL="$2"; shift 2 ;;
         --tls) TLS_DIR="$2"; shift 2 ;;
         --no-workers-timeout) NO_WORKERS_TIMEOUT="$2"; shift 2 ;;
         --timeout) TIMEOUT="$2"; shift 2 ;;
@@ -143,9 +148,14 @@ worker_cmd() {
     [ -n "$SCHEDULER" ] && target=("$SCHEDULER")
     local args
     if [ "$KIND" = gpu ]; then
-        # one worker per visible GPU, one thread each (the kernels fill the GPU)
-        args=(dask cuda worker "${target[@]}" --nthreads 1)
-        [ "$RMM_POOL" != none ] && args+=(--rmm-pool-size "$RMM_POOL")
+        # one worker per visible GPU, one thread each (the kernels fill the GPU);
+        # the preload reserves the CuPy pool of EMST_DEVICE_POOL (worker_env)
+        args=(dask cuda worker "${target[@]}" --nthreads 1 --preload emst_dask.worker)
+        if [ "$RMM_POOL" != none ]; then
+            # the kernels allocate through CuPy: an RMM pool CuPy did not use
+            # would leave the jobs only what RMM left over
+            args+=(--rmm-pool-size "$RMM_POOL" --set-rmm-allocator-for-libs cupy)
+        fi
     else
         args=(dask worker "${target[@]}" --nworkers "${WORKERS:-1}" --nthreads 1)
     fi
@@ -159,6 +169,11 @@ scheduler_env() {
 }
 
 worker_env() {
+    if [ "$KIND" = gpu ]; then
+        # one pool only: with RMM, CuPy allocates from RMM's
+        if [ "$RMM_POOL" != none ]; then export EMST_DEVICE_POOL=none
+        else export EMST_DEVICE_POOL="$DEVICE_POOL"; fi
+    fi
     # the numba kernels (CPU backend; host steps of partitioned jobs on GPU
     # workers) bring their own threads: share the cores between the workers
     if [ -z "${NUMBA_NUM_THREADS:-}" ]; then

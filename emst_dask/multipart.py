@@ -275,7 +275,7 @@ def _outgoing_task(box: Box, solved, partitioning, radius):
     pieces = {box.k: shell}
     pieces.update(out)
     core = box.core
-    return {j: Piece(box.points[idx], box.gids[idx], res.super_labels[idx],
+    return {j: Piece(box.points[idx], box.gids[idx], res.super_labels_of(idx),
                      None if core is None else core[idx]) for j, idx in pieces.items()}
 
 

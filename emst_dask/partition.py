@@ -314,14 +314,42 @@ class Edges:
         return Edges(self.u[mask], self.v[mask], self.w2[mask], self.su[mask], self.sv[mask])
 
 
+@njit(cache=True)
+def _rank_sorted(keys, order):
+    # dense ranks of keys visited in sorted order
+    out = np.empty(keys.shape[0], np.int64)
+    r = -1
+    prev = np.uint64(0)
+    for i in range(order.shape[0]):
+        k = keys[order[i]]
+        if i == 0 or k != prev:
+            r += 1
+            prev = k
+        out[order[i]] = r
+    return out, r + 1
+
+
+def dense_labels(labels):
+    """``np.unique(labels, return_inverse=True)[1]`` and the number of
+    distinct labels, for int64 labels >= 0, by a radix sort (several times
+    numpy's comparison sort on the millions of phase-2 candidates)."""
+    from .kernels.cpu import radix_argsort
+
+    keys = np.ascontiguousarray(labels).astype(np.uint64)
+    if keys.shape[0] == 0:
+        return np.zeros(0, np.int64), 0
+    bits = max(1, int(keys.max()).bit_length())
+    return _rank_sorted(keys, radix_argsort(keys, bits))
+
+
 def minimum_spanning_forest(edges: Edges) -> Edges:
     """The MSF of ``edges`` over their super-vertices, strict edge order."""
     if len(edges) == 0:
         return edges
     order = strict_edge_order(np, edges.u, edges.v, edges.w2)
-    verts, inv = np.unique(np.concatenate([edges.su, edges.sv]), return_inverse=True)
+    inv, n_verts = dense_labels(np.concatenate([edges.su, edges.sv]))
     m = len(edges)
-    keep = _kruskal(order, inv[:m], inv[m:], len(verts))
+    keep = _kruskal(order, inv[:m], inv[m:], n_verts)
     return edges.take(keep)
 
 
@@ -330,15 +358,31 @@ def minimum_spanning_forest(edges: Edges) -> Edges:
 # --------------------------------------------------------------------------
 @dataclass
 class BoxResult:
-    """Phase 1 output of one box (global ids)."""
+    """Phase 1 output of one box (global ids).
+
+    The super-vertex of point i is the global id ``gids[label_rows[i]]``
+    (its root's); phase 2 needs it for the shell only, so the per-point
+    labels stay local (int32 where they fit: half the bytes, no gather of
+    the whole box).
+    """
 
     certified: Edges          # final global MST edges
     uncertified: Edges        # the rest of MST(box): candidates
-    super_labels: np.ndarray  # (n_box,) super-vertex (a global id) per point
+    label_rows: np.ndarray    # (n_box,) int32/int64 box row of each point's root
+    gids: np.ndarray          # (n_box,) int64 the box's global ids (shared)
     max_local2: float         # longest squared edge of MST(box)
-    n_super: int = 1          # distinct super_labels
+    n_super: int = 1          # distinct super-vertices
     seconds: dict = None      # per step: engine (and engine.<phase>), order,
                               # certificate, edges
+
+    def super_labels_of(self, idx) -> np.ndarray:
+        """(len(idx),) int64 super-vertex (a global id) of box rows ``idx``."""
+        return self.gids[self.label_rows[idx]]
+
+    @property
+    def super_labels(self) -> np.ndarray:
+        """(n_box,) int64 super-vertex (a global id) of every point."""
+        return take(self.gids, self.label_rows)
 
 
 def _run_engine(points, backend, min_samples, core=None):
@@ -549,10 +593,10 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     dt = points.dtype
     if m == 0:
         e = Edges.empty(dt)
-        return BoxResult(e, e, np.zeros(0, np.int64), 0.0, 0, {})
+        return BoxResult(e, e, np.zeros(0, np.int32), np.asarray(gids, np.int64), 0.0, 0, {})
     if m == 1:
         e = Edges.empty(dt)
-        return BoxResult(e, e, gids.copy(), 0.0, 1, {})
+        return BoxResult(e, e, np.zeros(1, np.int32), np.asarray(gids, np.int64), 0.0, 1, {})
     t0 = time.perf_counter()
     K = get_kernels(backend)
     xp, to = K.xp, K.to_host
@@ -599,15 +643,18 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     # global ids there: half the bytes over the bus of global int64 ids
     gh = np.ascontiguousarray(gids, np.int64)
 
+    def rows(local):
+        return K.to_host(local.astype(xp.int32) if m < 2**31 else local)
+
     def ids(local):
-        return take(gh, K.to_host(local.astype(xp.int32) if m < 2**31 else local))
+        return take(gh, rows(local))
 
     def weights(w):  # on the host: GPU arithmetic may flush subnormals
         w = to(w)
         return np.ldexp(w.astype(np.float64), -2 * res.exponent).astype(dt) \
             if res.exponent else w
 
-    sl = ids(labels)
+    label_rows = rows(labels)
     z = np.zeros(0, np.int64)
     if certified is None:
         cert = Edges(ids(s), ids(t), weights(w2s), z, z.copy())
@@ -617,12 +664,45 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         cert = Edges(ids(s[certified]), ids(t[certified]), weights(w2s[certified]), z,
                      z.copy())
         ns, nt = to(s[nc]), to(t[nc])
-        rest = Edges(gh[ns], gh[nt], weights(w2s[nc]), sl[ns], sl[nt])
-    out = BoxResult(cert, rest, sl, float(weights(w2s.max().reshape(1))[0]), n_super)
+        rest = Edges(gh[ns], gh[nt], weights(w2s[nc]), gh[label_rows[ns]],
+                     gh[label_rows[nt]])
+    out = BoxResult(cert, rest, label_rows, gh, float(weights(w2s.max().reshape(1))[0]),
+                    n_super)
     out.seconds = {"engine": t1 - t0, "order": t_order, "certificate": t2 - t1 - t_order,
                    "edges": time.perf_counter() - t2,
                    **{f"engine.{k}": v for k, v in res.timings.items()}}
     return out
+
+
+@njit(parallel=True, cache=True)
+def _indices_at_most(values, bound, n_chunks):
+    n = values.shape[0]
+    step = (n + n_chunks - 1) // n_chunks
+    counts = np.zeros(n_chunks + 1, np.int64)
+    for c in prange(n_chunks):
+        k = 0
+        for i in range(c * step, min(n, (c + 1) * step)):
+            if values[i] <= bound:
+                k += 1
+        counts[c + 1] = k
+    for c in range(n_chunks):
+        counts[c + 1] += counts[c]
+    out = np.empty(counts[n_chunks], np.int64)
+    for c in prange(n_chunks):
+        k = counts[c]
+        for i in range(c * step, min(n, (c + 1) * step)):
+            if values[i] <= bound:
+                out[k] = i
+                k += 1
+    return out
+
+
+def indices_at_most(values, bound: float) -> np.ndarray:
+    """``np.flatnonzero(values <= bound)`` (ascending int64) in one parallel
+    pass: the shell of a box of hundreds of millions of points is a small
+    fraction of it."""
+    v = np.ascontiguousarray(values)
+    return _indices_at_most(v, float(bound), max(1, min(256, v.shape[0] // 65536)))
 
 
 def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
@@ -633,7 +713,7 @@ def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
     adds candidates; it never costs exactness.
     """
     r = radius * (1 + 1e-6) + 1e-300
-    shell = np.flatnonzero(face <= r)
+    shell = indices_at_most(face, r)
     out = {}
     if shell.size == 0:
         return shell, out

@@ -945,12 +945,18 @@ class EmbeddedCluster:
     partitioned path on GPU workers) bring their own threads: each worker
     gets ``NUMBA_NUM_THREADS = cores // n_workers`` so workers do not
     oversubscribe the cores.
+
+    ``device_pool`` (GPU workers): reserve this fraction of each GPU's free
+    memory (or bytes) in the worker's CuPy pool at start
+    (``emst_dask.worker.reserve_device_pool``), so that no job pays for
+    growing it; None leaves the pool to grow on demand.
     """
 
     def __init__(self, n_workers=None, *, backend="auto", dashboard_address=":0",
-                 silence_logs=logging.WARNING, **cluster_kwargs):
+                 silence_logs=logging.WARNING, device_pool=None, **cluster_kwargs):
         from .kernels import cuda_available
 
+        self.device_pool = device_pool
         self.backend = backend
         self.gpu = backend != "cpu" and cuda_available()
         self.n_workers = n_workers
@@ -1001,6 +1007,10 @@ class EmbeddedCluster:
                     **dask.config.get("distributed.nanny.pre-spawn-environ", {}), **env}}):
                 self.cluster = LocalCluster(**kw)
         self.client = Client(self.cluster, set_as_default=False)
+        if self.gpu and self.device_pool is not None:
+            from .worker import reserve_device_pool
+
+            self.client.run(reserve_device_pool, self.device_pool)
         return self
 
     @property

@@ -19,7 +19,8 @@ def gpu_client():
         pytest.skip("needs a CUDA GPU")
     from emst_dask.service import EmbeddedCluster
 
-    with EmbeddedCluster(backend="cuda") as emb:
+    # the jobs run from a reserved pool, as on deployed workers
+    with EmbeddedCluster(backend="cuda", device_pool=0.5) as emb:
         assert emb.kind == "LocalCUDACluster"
         yield emb.client
 
