@@ -481,27 +481,35 @@ def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=25
     certified = xp.zeros(m, xp.bool_)
     labels = xp.arange(n, dtype=xp.int64)
     face_key = face2.astype(xp.float64).view(xp.int64)  # order-preserving for >= 0
-    live = xp.arange(m, dtype=xp.int64)                 # edges between components
+    # round 1 takes every edge as it is (each point its own component):
+    # no gathered copies of the box's m edges at the memory peak
+    live = None                                          # edges between components
     big = xp.iinfo(xp.int64).max
     for _ in range(max_rounds):
-        lu, lv = labels[s[live]], labels[t[live]]
-        between = lu != lv
-        live, lu, lv = live[between], lu[between], lv[between]
-        if live.shape[0] == 0:
-            break
-        r = rank[live]
+        if live is None:
+            lu, lv, r = s, t, rank
+            wk = w2.astype(xp.float64, copy=False).view(xp.int64)
+        else:
+            lu, lv = labels[s[live]], labels[t[live]]
+            between = lu != lv
+            live, lu, lv = live[between], lu[between], lv[between]
+            del between
+            if live.shape[0] == 0:
+                break
+            r = rank[live]
+            wk = w2[live].astype(xp.float64).view(xp.int64)
         best = xp.full(n, big, xp.int64)
         scatter_min(best, lu, r)
         scatter_min(best, lv, r)
         low = xp.full(n, big, xp.int64)
         scatter_min(low, labels, face_key)
-        wk = w2[live].astype(xp.float64).view(xp.int64)
         by_u = (best[lu] == r) & (wk < low[lu])
         by_v = (best[lv] == r) & (wk < low[lv])
+        del best, wk, r
         keep = by_u | by_v
         if not bool(keep.any()):
             break
-        certified[live[keep]] = True
+        certified[keep if live is None else live[keep]] = True
         parent = xp.arange(n, dtype=xp.int64)
         # a component hooks along its own kept edge; an edge kept by both
         # sides hooks the larger root under the smaller (no 2-cycles)
@@ -515,6 +523,9 @@ def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=25
                 break
             parent = nxt
         labels = parent[labels]
+        del parent, keep, by_u, by_v, hu, hv, lu, lv
+        if live is None:  # certified edges are inside a component from now on
+            live = xp.flatnonzero(~certified)
     return certified, labels
 
 
@@ -600,10 +611,11 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     t0 = time.perf_counter()
     K = get_kernels(backend)
     xp, to = K.xp, K.to_host
-    pts = xp.asarray(points)
+    pts = K.to_device(points)
     res = engine.boruvka(K, pts, min_samples,
                          core_distances2=None if core is None else xp.asarray(core))
     s, t, w2s = res.source, res.target, res.weight2
+    del pts  # the certificate's arrays take its place
     K.synchronize()
     t1 = time.perf_counter()
     alone = not np.isfinite(face).any()  # shares no face: its MST is final
@@ -614,10 +626,11 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         n_super = 1
     else:
         # on the device: a flushed subnormal only lowers a bound (still safe)
-        safe = xp.ldexp(certificate_distances(xp.asarray(face), dt, d).astype(xp.float64),
+        safe = xp.ldexp(certificate_distances(K.to_device(face), dt, d).astype(xp.float64),
                         res.exponent)
         with np.errstate(over="ignore"):  # no face: +inf, certifies anything
             safe2 = safe * safe + 0.0     # (+ 0.0: no negative zero)
+        del safe
         w2f = w2s.astype(xp.float64)
         order = strict_edge_order(xp, s, t, w2s)
         K.synchronize()
@@ -634,6 +647,7 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         else:
             rank = xp.empty(m - 1, xp.int64)
             rank[order] = xp.arange(m - 1, dtype=xp.int64)
+            del order
             certified, labels = boruvka_certificate(xp, s, t, rank, w2f, safe2, m,
                                                     _scatter_min(xp))
         n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves

@@ -66,6 +66,10 @@ class CpuKernels:
         return np.asarray(a)
 
     @staticmethod
+    def to_device(a):
+        return np.asarray(a)
+
+    @staticmethod
     def morton_codes(points, lo, scale, bits):
         codes = np.empty(points.shape[0], np.uint64)
         cpu.morton_codes(points, lo, scale, bits, codes)

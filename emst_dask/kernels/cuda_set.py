@@ -163,6 +163,53 @@ class CupyBackend:
     def to_host(self, a):
         return cupy.asnumpy(a)
 
+    #: host arrays at least this large go through the pinned ring
+    RING_MIN_BYTES = 64 << 20
+    RING_BUFFER_BYTES = 32 << 20
+    RING_BUFFERS = 4
+
+    @functools.cached_property
+    def _ring(self):
+        import threading
+
+        import cupyx
+
+        bufs = [cupyx.empty_pinned(self.RING_BUFFER_BYTES, np.uint8)
+                for _ in range(self.RING_BUFFERS)]
+        return bufs, cupy.cuda.Stream(non_blocking=True), threading.Lock()
+
+    def to_device(self, a):
+        """A host array on the device, through a ring of pinned buffers.
+
+        The first copy of freshly allocated pageable memory costs the driver
+        about 1 s per GB to lock its pages (3.15 s for 3 GB on an H100,
+        against 0.33 s for a second copy and 0.56 s through this ring), and
+        a box assembled by a Dask task is always fresh memory.
+        """
+        if isinstance(a, cupy.ndarray):
+            return a
+        a = np.ascontiguousarray(a)
+        if a.nbytes < self.RING_MIN_BYTES:
+            return cupy.asarray(a)
+        bufs, stream, lock = self._ring
+        out = cupy.empty(a.shape, a.dtype)
+        src = a.reshape(-1).view(np.uint8)
+        dst = out.reshape(-1).view(cupy.uint8)
+        step = self.RING_BUFFER_BYTES
+        events = [None] * len(bufs)
+        with lock:
+            cupy.cuda.get_current_stream().synchronize()  # out is allocated
+            for k, lo in enumerate(range(0, src.size, step)):
+                hi = min(src.size, lo + step)
+                i = k % len(bufs)
+                if events[i] is not None:
+                    events[i].synchronize()  # its last copy is done
+                np.copyto(bufs[i][:hi - lo], src[lo:hi])
+                dst[lo:hi].set(bufs[i][:hi - lo], stream=stream)
+                events[i] = stream.record()
+            stream.synchronize()
+        return out
+
     def argsort(self, codes):
         return cupy.argsort(codes)  # stable (thrust stable_sort_by_key)
 
@@ -203,6 +250,12 @@ class _CudaKernelsBase:
     @classmethod
     def to_host(cls, a):
         return cls._be.to_host(a)
+
+    @classmethod
+    def to_device(cls, a):
+        """A host array on the device (the backend's fast path when it has one)."""
+        f = getattr(cls._be, "to_device", None)
+        return f(a) if f is not None else cls.xp.asarray(a)
 
     @classmethod
     def _launch(cls, bvh_or_dtype, d, name, nthreads, args, *extra):
