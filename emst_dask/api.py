@@ -51,7 +51,9 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         DESIGN.md section 3); the edge set is the same as with one box.
         "auto" splits only when the cloud does not fit one worker (GPU
         memory, or host memory limit on CPU workers: see
-        ``multipart.footprint_bytes_per_point``).  None: one worker.
+        ``multipart.footprint_bytes_per_point``), then into as many boxes
+        as ``multipart.box_footprint_bytes_per_point`` needs.  None: one
+        worker.
         The returned tree (or the edge store's ``partitioned`` attribute)
         carries the job's report: rounds, bytes moved, seconds per phase.
     **service_options : passed to ``emst_dask.service.emst`` (``overwrite``,

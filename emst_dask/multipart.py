@@ -48,6 +48,10 @@ from .validation import InputError, as_points, check_min_samples
 #: measured on the H100 (3-D float32, 100M points: benchmarks/results/h100.json);
 #: other dtypes scale with the element size
 DEVICE_BYTES_PER_POINT_F32 = 77
+#: the same for phase 1 of a partitioned job (Borůvka, then the certificate's
+#: sort and rounds), as the CuPy pool holds it: 116.4 B/pt with the input
+#: at 50M and 100M-point boxes on the H100 (3-D float32); 105 + 12
+BOX_DEVICE_BYTES_PER_POINT_F32 = 105
 #: fraction of a worker's memory a box may fill ("auto" partitions)
 MEMORY_FRACTION = 0.8
 #: rows sampled in all for the bisection
@@ -60,6 +64,12 @@ def footprint_bytes_per_point(d: int, dtype) -> float:
     """Peak memory of the single-device path per point (input included)."""
     item = np.dtype(dtype).itemsize
     return d * item + DEVICE_BYTES_PER_POINT_F32 * item / 4
+
+
+def box_footprint_bytes_per_point(d: int, dtype) -> float:
+    """Peak memory of phase 1 on one box per point (input included)."""
+    item = np.dtype(dtype).itemsize
+    return d * item + BOX_DEVICE_BYTES_PER_POINT_F32 * item / 4
 
 
 # --------------------------------------------------------------------------
@@ -365,8 +375,11 @@ def choose_partitions(partitions, n, d, dtype, client, backend) -> int:
         mem = _worker_memory(client, backend)
         if not mem:
             return 1
-        need = n * footprint_bytes_per_point(d, dtype) / (MEMORY_FRACTION * mem)
-        return max(1, math.ceil(need))
+        cap = MEMORY_FRACTION * mem
+        if n * footprint_bytes_per_point(d, dtype) <= cap:
+            return 1
+        # boxes cost more per point than the one-box path (the certificate)
+        return max(2, math.ceil(n * box_footprint_bytes_per_point(d, dtype) / cap))
     if isinstance(partitions, bool) or not isinstance(partitions, (int, np.integer)) \
             or partitions < 1:
         raise InputError(f"partitions must be 'auto' or an integer >= 1, got {partitions!r}")

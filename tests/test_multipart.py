@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from emst_dask import emst
 from emst_dask.datasets import GENERATORS
-from emst_dask.multipart import (choose_partitions, emst_multipart,
-                                 footprint_bytes_per_point)
+from emst_dask.multipart import (box_footprint_bytes_per_point, choose_partitions,
+                                 emst_multipart, footprint_bytes_per_point)
 from emst_dask.partition import choose_partitioning
 from emst_dask.service import EmbeddedCluster
 from emst_dask.store import EdgeStore, open_edges
@@ -221,9 +221,11 @@ def test_api_and_errors(client):
 
 def test_auto_partitions_follow_worker_memory(client):
     """The footprint per point decides P: with 100 MB workers, 3M float32
-    points in 3-D (89 B/pt) need four boxes."""
+    points in 3-D (89 B/pt on one device) do not fit one, and boxes (117
+    B/pt) need five."""
     assert footprint_bytes_per_point(3, np.float32) == 3 * 4 + 77
     assert footprint_bytes_per_point(3, np.float64) == 3 * 8 + 154
+    assert box_footprint_bytes_per_point(3, np.float32) == 3 * 4 + 105
 
     class Fake:
         def run(self, fn):
@@ -233,7 +235,7 @@ def test_auto_partitions_follow_worker_memory(client):
             return {"workers": {"a": {"memory_limit": 100_000_000},
                                 "b": {"memory_limit": 200_000_000}}}
 
-    assert choose_partitions("auto", 3_000_000, 3, np.float32, Fake(), "cpu") == 4
+    assert choose_partitions("auto", 3_000_000, 3, np.float32, Fake(), "cpu") == 5
     assert choose_partitions("auto", 100_000, 3, np.float32, Fake(), "cpu") == 1
     assert choose_partitions(5, 10, 3, np.float32, Fake(), "cpu") == 5
 
