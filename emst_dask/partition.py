@@ -179,9 +179,14 @@ def group_by_box(points, box, n_boxes, row_offset=0):
     row plus ``row_offset``) and ``starts`` (n_boxes + 1,) int64.
     """
     pts = np.ascontiguousarray(points)
-    n_chunks = max(1, min(256, pts.shape[0] // 65536))
-    return _group_rows(pts, np.ascontiguousarray(box, np.int64), n_boxes, n_chunks,
-                       np.int64(row_offset))
+    return _group_rows(pts, np.ascontiguousarray(box, np.int64), n_boxes,
+                       _n_chunks(pts.shape[0]), np.int64(row_offset))
+
+
+def _n_chunks(n: int) -> int:
+    """Stretches of rows the two-pass (count, then place) kernels split n
+    rows into: at least 64K rows each, at most 256."""
+    return max(1, min(256, n // 65536))
 
 
 @njit(parallel=True, cache=True)
@@ -195,23 +200,23 @@ def _copy_rows(dst, src, at):
                 dst[at + i, a] = src[i, a]
 
 
-def concat_rows(arrays, dtype=None):
+def concat_rows(arrays):
     """``np.concatenate(arrays)`` along axis 0, copied in parallel.
 
-    arrays : sequence of (m_i, ...) arrays with equal trailing shapes.  The
-    output is allocated once and filled by numba threads, so its pages are
-    faulted in by all cores rather than one (the single-threaded
-    concatenate of a box's gigabytes was most of the shuffle).
+    arrays : sequence of (m_i, ...) arrays of one dtype and equal trailing
+    shapes.  The output is allocated once and filled by numba threads, so
+    its pages are faulted in by all cores rather than one (the
+    single-threaded concatenate of a box's gigabytes was most of the
+    shuffle).
     """
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    dtype = np.dtype(dtype or arrays[0].dtype)
     total = sum(a.shape[0] for a in arrays)
-    out = np.empty((total,) + arrays[0].shape[1:], dtype)
+    out = np.empty((total,) + arrays[0].shape[1:], arrays[0].dtype)
     flat = out.reshape(total, -1)
     at = 0
     for a in arrays:
         if a.shape[0]:
-            _copy_rows(flat, a.reshape(a.shape[0], -1).astype(dtype, copy=False), at)
+            _copy_rows(flat, a.reshape(a.shape[0], -1), at)
         at += a.shape[0]
     return out
 
@@ -716,7 +721,7 @@ def indices_at_most(values, bound: float) -> np.ndarray:
     pass: the shell of a box of hundreds of millions of points is a small
     fraction of it."""
     v = np.ascontiguousarray(values)
-    return _indices_at_most(v, float(bound), max(1, min(256, v.shape[0] // 65536)))
+    return _indices_at_most(v, float(bound), _n_chunks(v.shape[0]))
 
 
 def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
