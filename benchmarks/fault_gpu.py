@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import emst_dask  # noqa: E402
 from emst_dask import datasets  # noqa: E402
-from emst_dask.service import submit  # noqa: E402
-from emst_dask.store import open_edges  # noqa: E402
+from emst_dask import submit  # noqa: E402
+from emst_dask.io.edge_store import open_edges  # noqa: E402
 
 
 def _kill(client, address):

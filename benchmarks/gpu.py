@@ -266,7 +266,7 @@ def main():
         from cuda_emu import emulated_kernels
         K = emulated_kernels()
     else:
-        from emst_dask.kernels.cuda_set import CudaKernels as K
+        from emst_dask.kernels.cuda.kernel_set import CudaKernels as K
 
     rows = [ROWS[int(i)] for i in a.rows.split(",")] if a.rows else list(ROWS)
     rows = [(nm, max(2, int(n * a.scale)), d, ms, ref, rf) for nm, n, d, ms, ref, rf in rows]

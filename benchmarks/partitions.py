@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import emst_dask  # noqa: E402
 from emst_dask import datasets  # noqa: E402
-from emst_dask.service import EmbeddedCluster  # noqa: E402
+from emst_dask import EmbeddedCluster  # noqa: E402
 
 
 def edge_hash(u, v, step=1 << 26) -> int:

@@ -45,8 +45,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import emst_dask  # noqa: E402
 from emst_dask import datasets  # noqa: E402
-from emst_dask.service import EmbeddedCluster, emst as service_emst  # noqa: E402
-from emst_dask.store import EDGE_CHUNK_ROWS, open_edges  # noqa: E402
+from emst_dask import EmbeddedCluster
+from emst_dask.distributed.service import emst as service_emst  # noqa: E402
+from emst_dask.io.edge_store import EDGE_CHUNK_ROWS, open_edges  # noqa: E402
 
 TARGET, AIM = 1.5, 1.2
 

@@ -16,6 +16,10 @@
 #   --scheduler-file FILE  the scheduler file             (EMST_SCHEDULER_FILE, DIR/scheduler.json)
 #   --scheduler ADDRESS    workers: join this scheduler instead of the file   (EMST_SCHEDULER)
 #   --host HOST            address the scheduler / workers listen on          (EMST_HOST)
+#   --interface IFACE      or the network interface they listen on, e.g. ib0 (EMST_INTERFACE)
+#                          Without --host, --interface or --tls everything listens on
+#                          127.0.0.1 only: whoever reaches a plain-TCP scheduler runs code
+#                          on its workers.
 #   --port PORT            scheduler port; 0 = any free one                   (EMST_PORT, 8786)
 #   --dashboard ADDRESS    dashboard address, or "none"          (EMST_DASHBOARD, localhost:8787)
 #   --cpu / --gpu          `dask worker` (CPU, numba) or `dask cuda worker`  (EMST_WORKER_KIND,
@@ -46,6 +50,7 @@ DIR="${EMST_DIR:-./emst-cluster}"
 SCHEDULER_FILE="${EMST_SCHEDULER_FILE:-}"
 SCHEDULER="${EMST_SCHEDULER:-}"
 HOST="${EMST_HOST:-}"
+INTERFACE="${EMST_INTERFACE:-}"
 PORT="${EMST_PORT:-8786}"
 DASHBOARD="${EMST_DASHBOARD:-localhost:8787}"
 KIND="${EMST_WORKER_KIND:-auto}"
@@ -63,6 +68,7 @@ while [ $# -gt 0 ]; do
         --scheduler-file) SCHEDULER_FILE="$2"; shift 2 ;;
         --scheduler) SCHEDULER="$2"; shift 2 ;;
         --host) HOST="$2"; shift 2 ;;
+        --interface) INTERFACE="$2"; shift 2 ;;
         --port) PORT="$2"; shift 2 ;;
         --dashboard) DASHBOARD="$2"; shift 2 ;;
         --cpu) KIND=cpu; shift ;;
@@ -77,6 +83,10 @@ while [ $# -gt 0 ]; do
         *) die "unknown option $1" ;;
     esac
 done
+[ -n "$HOST" ] && [ -n "$INTERFACE" ] && die "give --host or --interface, not both"
+if [ -z "$HOST" ] && [ -z "$INTERFACE" ] && [ -z "$TLS_DIR" ]; then
+    HOST=127.0.0.1   # plain TCP is for this machine only unless asked otherwise
+fi
 mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
 SCHEDULER_FILE="${SCHEDULER_FILE:-$DIR/scheduler.json}"
@@ -100,8 +110,15 @@ client_env() {  # Dask's own configuration: every Client in this environment use
     echo "export DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True"
 }
 
+listen_args() {  # where a scheduler or worker listens
+    if [ -n "$HOST" ]; then echo --host "$HOST"
+    elif [ -n "$INTERFACE" ]; then echo --interface "$INTERFACE"; fi
+}
+
 dashboard_args() {  # dashboard_args DEFAULT_PORT
-    if [ "$DASHBOARD" = none ]; then echo --no-dashboard; return; fi
+    # "none": no dashboard; dask still serves /health and /metrics over HTTP,
+    # so that goes to loopback (or the --host given), on any free port
+    if [ "$DASHBOARD" = none ]; then echo --no-dashboard --dashboard-address "${HOST:-127.0.0.1}:0"; return; fi
     if [ "$1" = scheduler ]; then echo --dashboard-address "$DASHBOARD"
     else echo --dashboard-address "${DASHBOARD%:*}:0"; fi   # workers: same interface, any port
 }
@@ -137,7 +154,7 @@ n_workers() {  # the workers this node starts
 # ---- the commands ----------------------------------------------------------
 scheduler_cmd() {
     local args=(dask scheduler --scheduler-file "$SCHEDULER_FILE" --port "$PORT")
-    [ -n "$HOST" ] && args+=(--host "$HOST")
+    args+=($(listen_args))
     [ -n "$TLS_DIR" ] && args+=(--protocol tls $(tls_args scheduler))
     args+=($(dashboard_args scheduler))
     echo "${args[@]}"
@@ -150,7 +167,7 @@ worker_cmd() {
     if [ "$KIND" = gpu ]; then
         # one worker per visible GPU, one thread each (the kernels fill the GPU);
         # the preload reserves the CuPy pool of EMST_DEVICE_POOL (worker_env)
-        args=(dask cuda worker "${target[@]}" --nthreads 1 --preload emst_dask.worker)
+        args=(dask cuda worker "${target[@]}" --nthreads 1 --preload emst_dask.distributed.worker)
         if [ "$RMM_POOL" != none ]; then
             # the kernels allocate through CuPy: an RMM pool CuPy did not use
             # would leave the jobs only what RMM left over
@@ -159,8 +176,7 @@ worker_cmd() {
     else
         args=(dask worker "${target[@]}" --nworkers "${WORKERS:-1}" --nthreads 1)
     fi
-    [ -n "$HOST" ] && args+=(--host "$HOST")
-    args+=($(tls_args worker) $(dashboard_args worker))
+    args+=($(listen_args) $(tls_args worker) $(dashboard_args worker))
     echo "${args[@]}"
 }
 

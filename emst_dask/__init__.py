@@ -1,18 +1,26 @@
 """emst-dask: exact Euclidean minimum spanning trees, single-tree Borůvka on
-GPUs (CuPy) and CPUs (numba), as a Dask service."""
-from .api import emst
-from .result import SpanningTree
-from .validation import InputError
+GPUs (CuPy) and CPUs (numba), as a Dask service.
 
-__version__ = "0.1.0"
-__all__ = ["emst", "SpanningTree", "InputError", "__version__",
+Layers, each a subpackage importable on its own: ``kernels`` (one kernel
+set per backend), ``engine`` (the Borůvka loop written once), ``io`` (the
+source and output contracts, edge stores), ``partitioned`` (the exact
+partitioned algorithm), ``distributed`` (the Dask service), ``api`` and
+``cli``, and ``products`` (what is computed from a tree).
+"""
+from .api import emst
+from .errors import InputError, OutputError, WorkerLost
+from .tree import SpanningTree
+
+__version__ = "0.2.0"
+__all__ = ["emst", "SpanningTree", "InputError", "OutputError", "WorkerLost", "__version__",
            "emst_many", "submit", "get_job", "list_jobs", "EmbeddedCluster",
            "open_edges", "read_edges", "EdgeStore"]
 
-#: the Dask service, imported on first use (distributed is a heavy import)
-_LAZY = {"emst_many": "service", "submit": "service", "get_job": "service",
-         "list_jobs": "service", "EmbeddedCluster": "service",
-         "open_edges": "store", "read_edges": "store", "EdgeStore": "store"}
+#: imported on first use (distributed is a heavy import)
+_LAZY = {"emst_many": "distributed.batch", "submit": "distributed.service",
+         "get_job": "distributed.service", "list_jobs": "distributed.service",
+         "EmbeddedCluster": "distributed.cluster", "open_edges": "io.edge_store",
+         "read_edges": "io.edge_store", "EdgeStore": "io.edge_store"}
 
 
 def __getattr__(name):

@@ -3,7 +3,7 @@
 The kernels of ``emst_dask/kernels/cuda/boruvka.cu`` are compiled as plain
 C++ (g++) against a tiny shim of the CUDA built-ins they use, and every
 launch runs its threads one after another.  The Python side is the real
-``cuda_set`` with numpy as the array module, so the whole orchestration
+``emst_dask.kernels.cuda.kernel_set`` with numpy as the array module, so the whole orchestration
 (phases, buffers, record layouts, the tie passes, the merge) is exercised
 without a GPU.  Sequential threads cannot show races; the GPU tests
 (``test_cuda.py``) cover those.
@@ -24,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from emst_dask.kernels import cuda_set
+from emst_dask.kernels.cuda import kernel_set as cuda_set
 
 SHIM = r"""
 #include <cstdint>
@@ -157,6 +157,9 @@ class EmuBackend:
 
     def to_host(self, a):
         return np.asarray(a)
+
+    def to_device(self, a):
+        return np.ascontiguousarray(a)
 
     def argsort(self, codes):
         return np.argsort(codes, kind="stable")

@@ -11,7 +11,7 @@ import numpy as np
 import zarr
 
 import emst_dask
-from emst_dask.store import EdgeStore
+from emst_dask.io.edge_store import EdgeStore
 from oracle import check_spanning_tree, edge_set
 
 #: below this, results are also held to the brute-force oracle (O(n^2))

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import emst_dask
 from emst_dask import datasets
 from emst_dask.cli import main
-from emst_dask.store import open_edges
+from emst_dask.io.edge_store import open_edges
 from service_util import assert_same_tree, cloud, write_snapshot
 
 

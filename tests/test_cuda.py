@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 
 if cuda_available():  # pragma: no branch
     import cupy
-    from emst_dask.kernels.cuda_set import CudaKernels
+    from emst_dask.kernels.cuda.kernel_set import CudaKernels
 else:  # collected, then skipped by conftest
     cupy = None
     CudaKernels = None

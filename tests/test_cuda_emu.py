@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import emst_dask.api as api
+import emst_dask.engine.core as api
 from emst_dask import emst
 from emst_dask.kernels import get_kernels
 from cuda_emu import emulated_kernels

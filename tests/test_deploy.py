@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import emst_dask
-from emst_dask.store import open_edges
+from emst_dask.io.edge_store import open_edges
 from service_util import assert_same_tree, cloud, free_port, write_snapshot
 
 distributed = pytest.importorskip("distributed")
@@ -294,6 +294,8 @@ def test_container_commands(tmp_path, snap):
                     for a in svc["command"]]
             args = ["--cpu" if a == "--gpu" else a for a in args]
             args = [a for a in args if a != "0.0.0.0:8787"]
+            if "--interface" in args:  # the containers' eth0: here, loopback
+                args[args.index("--interface"):args.index("--interface") + 2] = []
             if "--dashboard" in args:
                 args[args.index("--dashboard"):args.index("--dashboard") + 1] = []
             env = deploy_env(**{k: v for k, v in (svc.get("environment") or {}).items()})

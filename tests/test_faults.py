@@ -22,9 +22,10 @@ import pytest
 import zarr
 
 import emst_dask
-from emst_dask.service import WorkerLost, submit
-from emst_dask.store import open_edges
-from emst_dask.validation import InputError
+from emst_dask import WorkerLost
+from emst_dask.distributed.service import submit
+from emst_dask.io.edge_store import open_edges
+from emst_dask import InputError
 from service_util import ProcessCluster, assert_same_tree, cloud, repo_env, write_snapshot
 
 distributed = pytest.importorskip("distributed")
@@ -78,10 +79,10 @@ def _slow_reports(seconds_per_iteration, seconds_in_write):
     every write report after the first rows: the job is slow where we kill it."""
     import time as _time
 
-    import emst_dask.service as s
+    import emst_dask.distributed.job as s
 
-    orig = getattr(s._Reporter, "_orig_call", s._Reporter.__call__)
-    s._Reporter._orig_call = orig
+    orig = getattr(s.Reporter, "_orig_call", s.Reporter.__call__)
+    s.Reporter._orig_call = orig
 
     def call(self, phase, **info):
         if phase in ("tree", "iteration"):
@@ -91,7 +92,7 @@ def _slow_reports(seconds_per_iteration, seconds_in_write):
             _time.sleep(seconds_in_write)
         return res
 
-    s._Reporter.__call__ = call
+    s.Reporter.__call__ = call
     return os.getpid()
 
 
@@ -204,7 +205,7 @@ def test_in_memory_input_lost_with_its_worker(client, cluster, slow_snap, caplog
     """Scattered points die with their worker; the waiting client sends them again."""
     import logging
 
-    caplog.set_level(logging.WARNING, logger="emst_dask.service")
+    caplog.set_level(logging.WARNING, logger="emst_dask.distributed.service")
     _, pts, ref = slow_snap
     _two_workers(client, cluster, "w-new")
     client.run(_slow_reports, 0.5, 0)
@@ -248,16 +249,16 @@ def _slow_phase1(seconds):
     """(runs in a worker) phase 1 of a partitioned job sleeps first."""
     import time as _time
 
-    import emst_dask.multipart as mp
+    import emst_dask.partitioned.steps as steps
 
-    orig = getattr(mp, "_orig_solve_task", mp._solve_task)
-    mp._orig_solve_task = orig
+    orig = getattr(steps, "_orig_solve", steps.solve)
+    steps._orig_solve = orig
 
     def solve(*args):
         _time.sleep(seconds)
         return orig(*args)
 
-    mp._solve_task = solve if seconds else orig
+    steps.solve = solve if seconds else orig
 
 
 def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):

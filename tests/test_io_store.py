@@ -1,4 +1,4 @@
-"""Reading point sources (emst_dask.io) and edge stores (emst_dask.store),
+"""Reading point sources (emst_dask.io) and edge stores (emst_dask.io.edge_store),
 in this process: layouts, Zarr v2/v3, staging, errors that name the place,
 stores that are whole or absent."""
 from __future__ import annotations
@@ -10,10 +10,12 @@ import pytest
 import zarr
 
 import emst_dask
-from emst_dask import io, store
-from emst_dask.service import emst as service_emst
-from emst_dask.store import EdgeStore, open_edges, write_edges
-from emst_dask.validation import InputError
+from emst_dask import io
+import emst_dask.io.source  # noqa: F401  (io.source.BLOCK_ROWS)
+from emst_dask.io import edge_store as store
+from emst_dask.distributed.service import emst as service_emst
+from emst_dask.io.edge_store import EdgeStore, open_edges, write_edges
+from emst_dask import InputError
 from service_util import assert_same_tree, cloud, no_tmp_siblings, write_snapshot
 
 
@@ -29,7 +31,7 @@ def pts():
 @pytest.mark.parametrize("layout", ["array", "columns", "bare"])
 def test_open_and_stage_layouts(tmp_path, pts, layout, zarr_format):
     path = write_snapshot(tmp_path / "s.zarr", pts, layout=layout, zarr_format=zarr_format)
-    src = io.open_points(path)
+    src = io.resolve_source(path)
     assert src.shape == pts.shape
     assert src.compute_dtype == np.float32
     assert src.chunks[0] == (0, 250) and src.chunks[-1] == (750, 1000)
@@ -45,30 +47,30 @@ def test_named_array_columns_and_npy(tmp_path, pts):
     g.create_array("px", shape=(1000,), dtype="f4")[...] = pts[:, 2]
     g.create_array("py", shape=(1000,), dtype="f4")[...] = pts[:, 0]
     with pytest.raises(InputError, match="several 2-D arrays.*pos, vel.*array="):
-        io.open_points(tmp_path / "g.zarr")
-    src = io.open_points(tmp_path / "g.zarr", array="vel")
+        io.resolve_source(tmp_path / "g.zarr")
+    src = io.resolve_source(tmp_path / "g.zarr", array="vel")
     np.testing.assert_array_equal(io.stage(src), -pts)
-    src = io.open_points(str(tmp_path / "g.zarr"), array="pos")
+    src = io.resolve_source(str(tmp_path / "g.zarr"), array="pos")
     assert src.compute_dtype == np.float64
-    src = io.open_points(tmp_path / "g.zarr", columns="px,py")
+    src = io.resolve_source(tmp_path / "g.zarr", columns="px,py")
     np.testing.assert_array_equal(io.stage(src), pts[:, [2, 0]])
     np.save(tmp_path / "p.npy", pts)
-    np.testing.assert_array_equal(io.stage(io.open_points(tmp_path / "p.npy")), pts)
+    np.testing.assert_array_equal(io.stage(io.resolve_source(tmp_path / "p.npy")), pts)
 
 
 def test_integer_and_mixed_columns(tmp_path):
     g = zarr.open_group(tmp_path / "g.zarr", mode="w", zarr_format=2)
     g.create_array("x", shape=(5,), dtype="i4")[...] = [0, 3, 3, 9, 1]
     g.create_array("y", shape=(5,), dtype="f4")[...] = [0, 4, 0, 1, 1]
-    src = io.open_points(tmp_path / "g.zarr")  # x, y found without being told
+    src = io.resolve_source(tmp_path / "g.zarr")  # x, y found without being told
     assert src.compute_dtype == np.float64
     np.testing.assert_array_equal(io.stage(src), [[0, 0], [3, 4], [3, 0], [9, 1], [1, 1]])
 
 
 def test_many_blocks_and_progress(tmp_path, pts, monkeypatch):
-    monkeypatch.setattr(io, "BLOCK_ROWS", 100)
+    monkeypatch.setattr(io.source, "BLOCK_ROWS", 100)
     path = write_snapshot(tmp_path / "s.zarr", pts, chunk_rows=64)
-    src = io.open_points(path)
+    src = io.resolve_source(path)
     assert len(src.blocks) == 8  # 64-row chunks merged to >= 100 rows
     events = []
     out = io.stage(src, threads=3, report=lambda phase, **i: events.append((phase, i)))
@@ -78,7 +80,7 @@ def test_many_blocks_and_progress(tmp_path, pts, monkeypatch):
 
 
 class FakeDevice:
-    """The CuPy layer of ``io._stage_device`` on numpy: buffers are handed
+    """The CuPy layer of ``io.staging._stage_device`` on numpy: buffers are handed
     back only after their (simulated, delayed) copy is done."""
 
     def __init__(self):
@@ -116,10 +118,10 @@ class FakeDevice:
 
 
 def test_device_staging_pipeline(tmp_path, pts, monkeypatch):
-    monkeypatch.setattr(io, "BLOCK_ROWS", 50)
+    monkeypatch.setattr(io.source, "BLOCK_ROWS", 50)
     path = write_snapshot(tmp_path / "s.zarr", pts, chunk_rows=50, layout="columns")
     dev = FakeDevice()
-    out = io.stage(io.open_points(path), threads=2, device=dev)
+    out = io.stage(io.resolve_source(path), threads=2, device=dev)
     np.testing.assert_array_equal(out, pts)
     assert dev.copies == 20 and dev.pinned_made == 4  # a ring of threads + 2 buffers
     # NaN found on the device: the lowest bad chunk, its row and the store are named
@@ -127,7 +129,7 @@ def test_device_staging_pipeline(tmp_path, pts, monkeypatch):
     bad[[613, 977], 1] = np.nan
     path = write_snapshot(tmp_path / "bad.zarr", bad, chunk_rows=50)
     with pytest.raises(InputError) as exc:
-        io.stage(io.open_points(path), threads=2, device=FakeDevice())
+        io.stage(io.resolve_source(path), threads=2, device=FakeDevice())
     msg = str(exc.value)
     assert "bad.zarr/points" in msg and "chunk 12 (rows 600-649)" in msg
     assert "first bad row is 613" in msg
@@ -143,7 +145,7 @@ def test_nan_inside_a_chunk(tmp_path, pts):
     for layout in ("array", "columns"):
         path = write_snapshot(tmp_path / f"{layout}.zarr", bad, layout=layout, chunk_rows=100)
         with pytest.raises(InputError) as exc:
-            io.stage(io.open_points(path))
+            io.stage(io.resolve_source(path))
         msg = str(exc.value)
         assert path in msg, msg
         assert "chunk 3 (rows 300-399)" in msg and "2 row(s)" in msg
@@ -155,26 +157,26 @@ def test_bad_sources(tmp_path, zarr_format):
     fmt = dict(zarr_format=zarr_format)
     missing = tmp_path / "missing.zarr"
     with pytest.raises(InputError, match=f"{missing}: no such file or Zarr store"):
-        io.open_points(missing)
+        io.resolve_source(missing)
     (tmp_path / "plain").mkdir()
     with pytest.raises(InputError, match="plain: no Zarr array or group here"):
-        io.open_points(tmp_path / "plain")
+        io.resolve_source(tmp_path / "plain")
     (tmp_path / "t.txt").write_text("x,y\n")
     with pytest.raises(InputError, match="neither a .npy array nor a Zarr store"):
-        io.open_points(tmp_path / "t.txt")
+        io.resolve_source(tmp_path / "t.txt")
     zarr.create_array(tmp_path / "r1.zarr", shape=(10,), dtype="f4", **fmt)
     with pytest.raises(InputError, match=r"r1.zarr must be a 2-D array .* got 1-D"):
-        io.open_points(tmp_path / "r1.zarr")
+        io.resolve_source(tmp_path / "r1.zarr")
     zarr.create_array(tmp_path / "r3.zarr", shape=(4, 3, 2), dtype="f4", **fmt)
     with pytest.raises(InputError, match="r3.zarr must be a 2-D array.*3-D"):
-        io.open_points(tmp_path / "r3.zarr")
+        io.resolve_source(tmp_path / "r3.zarr")
     zarr.create_array(tmp_path / "wide.zarr", shape=(4, 9), dtype="f4", **fmt)
     with pytest.raises(InputError, match="wide.zarr has 9 columns"):
-        io.open_points(tmp_path / "wide.zarr")
+        io.resolve_source(tmp_path / "wide.zarr")
     text = "<U4" if zarr_format == 2 else str
     zarr.create_array(tmp_path / "str.zarr", shape=(4, 3), dtype=text, **fmt)
     with pytest.raises(InputError, match="str.zarr has non-numeric dtype"):
-        io.open_points(tmp_path / "str.zarr")
+        io.resolve_source(tmp_path / "str.zarr")
     g = zarr.open_group(tmp_path / "g.zarr", mode="w", **fmt)
     g.create_array("a", shape=(10,), dtype="f4")
     g.create_array("b", shape=(12,), dtype="f4")
@@ -182,23 +184,23 @@ def test_bad_sources(tmp_path, zarr_format):
     g.create_array("m", shape=(10, 2), dtype="f4")
     g.create_group("sub")
     with pytest.raises(InputError, match="has no array 'c'; it holds a .*b .*m .*s "):
-        io.open_points(tmp_path / "g.zarr", columns=("a", "c"))
+        io.resolve_source(tmp_path / "g.zarr", columns=("a", "c"))
     with pytest.raises(InputError, match=r"differ in length: a=10, b=12"):
-        io.open_points(tmp_path / "g.zarr", columns=("a", "b"))
+        io.resolve_source(tmp_path / "g.zarr", columns=("a", "b"))
     with pytest.raises(InputError, match="g.zarr/m: a coordinate column must be 1-D"):
-        io.open_points(tmp_path / "g.zarr", columns=("a", "m"))
+        io.resolve_source(tmp_path / "g.zarr", columns=("a", "m"))
     with pytest.raises(InputError, match="g.zarr/s has non-numeric dtype"):
-        io.open_points(tmp_path / "g.zarr", columns=("a", "s"))
+        io.resolve_source(tmp_path / "g.zarr", columns=("a", "s"))
     with pytest.raises(InputError, match="g.zarr/sub: is a group"):
-        io.open_points(tmp_path / "g.zarr", array="sub")
+        io.resolve_source(tmp_path / "g.zarr", array="sub")
     with pytest.raises(InputError, match="is a single array, so array= does not apply"):
-        io.open_points(tmp_path / "wide.zarr", array="x")
+        io.resolve_source(tmp_path / "wide.zarr", array="x")
     with pytest.raises(InputError, match="not both"):
-        io.open_points(tmp_path / "g.zarr", array="m", columns="a")
+        io.resolve_source(tmp_path / "g.zarr", array="m", columns="a")
     g2 = zarr.open_group(tmp_path / "g2.zarr", mode="w", **fmt)
     g2.create_array("mass", shape=(10,), dtype="f4")
     with pytest.raises(InputError, match=r"without an \(n, d\) array; it holds mass"):
-        io.open_points(tmp_path / "g2.zarr")
+        io.resolve_source(tmp_path / "g2.zarr")
 
 
 def test_unreadable_chunk_is_named(tmp_path, pts):
@@ -207,7 +209,7 @@ def test_unreadable_chunk_is_named(tmp_path, pts):
     with open(chunk, "wb") as fh:
         fh.write(b"garbage")
     with pytest.raises(InputError, match=r"s.zarr/points: cannot read chunk 4 \(rows 400-499\)"):
-        io.stage(io.open_points(path))
+        io.stage(io.resolve_source(path))
 
 
 # --------------------------------------------------------------------------
@@ -255,14 +257,14 @@ def test_failed_write_leaves_nothing(tmp_path, pts, monkeypatch):
         group.create_array("source", shape=(3,), dtype="i8")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(store, "_fill_arrays", boom)
+    monkeypatch.setattr(store, "_fill", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         write_edges(out, tree)
     assert not out.exists() and no_tmp_siblings(out)
     # replacing: the old store survives a failed replacement
     monkeypatch.undo()
     write_edges(out, tree)
-    monkeypatch.setattr(store, "_fill_arrays", boom)
+    monkeypatch.setattr(store, "_fill", boom)
     with pytest.raises(RuntimeError):
         write_edges(out, emst_dask.emst(pts[:5]), overwrite=True)
     assert open_edges(out).n == 1000 and no_tmp_siblings(out)
@@ -277,7 +279,7 @@ def test_incomplete_store_refused(tmp_path, pts, monkeypatch):
     def boom(group, *a, **k):
         raise RuntimeError("connection lost")
 
-    monkeypatch.setattr(store, "_fill_arrays", boom)
+    monkeypatch.setattr(store, "_fill", boom)
     with pytest.raises(RuntimeError):
         write_edges(target, tree)
     assert zarr.open_group(str(tmp_path / "remote.zarr"), mode="r").attrs["complete"] is False
@@ -366,13 +368,13 @@ def test_cupy_device_layer_glue(tmp_path, pts, monkeypatch):
     cpx.empty_pinned = lambda shape, dtype: np.empty(shape, dtype)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setitem(sys.modules, "cupyx", cpx)
-    monkeypatch.setattr(io, "BLOCK_ROWS", 128)
+    monkeypatch.setattr(io.source, "BLOCK_ROWS", 128)
     path = write_snapshot(tmp_path / "s.zarr", pts, chunk_rows=128)
-    out = io.stage(io.open_points(path), "cuda", threads=3)
+    out = io.stage(io.resolve_source(path), "cuda", threads=3)
     assert isinstance(out, DevArray)
     np.testing.assert_array_equal(out, pts)
     bad = pts.copy()
     bad[300, 0] = np.inf
     path = write_snapshot(tmp_path / "bad.zarr", bad, chunk_rows=128)
     with pytest.raises(InputError, match=r"chunk 2 \(rows 256-383\).*first bad row is 300"):
-        io.stage(io.open_points(path), "cuda", threads=3)
+        io.stage(io.resolve_source(path), "cuda", threads=3)

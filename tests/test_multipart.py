@@ -1,4 +1,4 @@
-"""The exact EMST across several Dask workers (``emst_dask.multipart``).
+"""The exact EMST across several Dask workers (``emst_dask.distributed.partitioned``).
 
 CPU workers on loopback stand in for GPU ones.  For every P the edge set
 must equal the one-box edge set of the in-process CPU engine (itself held to
@@ -12,20 +12,19 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from emst_dask import emst
 from emst_dask.datasets import GENERATORS
-from emst_dask.multipart import (box_footprint_bytes_per_point, choose_partitions,
-                                 emst_multipart, footprint_bytes_per_point)
-from emst_dask.partition import choose_partitioning
-from emst_dask.service import EmbeddedCluster
-from emst_dask.store import EdgeStore, open_edges
-from emst_dask.validation import InputError
+from emst_dask.distributed.partitioned import choose_partitions
+from emst_dask.partitioned.boxes import choose_partitioning
+from emst_dask.partitioned.sizing import box_footprint_bytes_per_point, footprint_bytes_per_point
+from emst_dask import EmbeddedCluster
+from emst_dask.io.edge_store import EdgeStore, open_edges
+from emst_dask import InputError
 
 from oracle import check_spanning_tree, edge_set
 
 
 @pytest.fixture(scope="module")
 def client():
-    with EmbeddedCluster(n_workers=2, backend="cpu",
-                         env={"NUMBA_NUM_THREADS": "1"}) as emb:
+    with EmbeddedCluster(n_workers=2, backend="cpu") as emb:
         yield emb.client
 
 
@@ -44,7 +43,7 @@ def same_as_single(tree, pts, min_samples=1):
 def test_shared_datasets_every_P(client, name, dim):
     pts = GENERATORS[name](8_000, dim, 0)
     for P in (1, 2, 3, 4, 8):
-        tree = emst_multipart(pts, client=client, partitions=P)
+        tree = emst(pts, client=client, partitions=P)
         same_as_single(tree, pts)
         rep = tree.report
         assert rep.partitions == P and len(rep.boxes) == P
@@ -62,7 +61,7 @@ def test_shared_datasets_every_P(client, name, dim):
 @pytest.mark.parametrize("P", [2, 4, 8])
 def test_brute_force_small(client, P):
     pts = np.random.default_rng(P).random((900, 3))
-    tree = emst_multipart(pts, client=client, partitions=P)
+    tree = emst(pts, client=client, partitions=P)
     check_spanning_tree(tree, pts)  # brute force: edges, weights, total
 
 
@@ -70,11 +69,11 @@ def test_brute_force_small(client, P):
 def test_duplicates_and_lattices(client, P):
     rng = np.random.default_rng(7)
     lattice = rng.integers(0, 7, (4000, 3)).astype(np.float32)   # massive ties + dups
-    same_as_single(emst_multipart(lattice, client=client, partitions=P), lattice)
+    same_as_single(emst(lattice, client=client, partitions=P), lattice)
     dups = np.repeat(rng.random((300, 2)), 5, axis=0)
-    same_as_single(emst_multipart(dups, client=client, partitions=P), dups)
+    same_as_single(emst(dups, client=client, partitions=P), dups)
     same = np.ones((50, 3))
-    same_as_single(emst_multipart(same, client=client, partitions=P), same)
+    same_as_single(emst(same, client=client, partitions=P), same)
 
 
 @pytest.mark.parametrize("P", [2, 4, 8])
@@ -91,20 +90,20 @@ def test_clusters_straddling_faces(client, P):
     blobs = (centres[rng.integers(0, len(centres), 6000)]
              + rng.normal(0, 0.003, (6000, 3))).astype(np.float32)
     pts = np.concatenate([base, blobs])
-    same_as_single(emst_multipart(pts, client=client, partitions=P), pts)
+    same_as_single(emst(pts, client=client, partitions=P), pts)
 
 
 @pytest.mark.parametrize("P,k", [(2, 2), (3, 5), (8, 16), (4, 5)])
 def test_mutual_reachability(client, P, k):
     pts = GENERATORS["halos"](6000, 3, 1)
-    tree = emst_multipart(pts, client=client, partitions=P, min_samples=k)
+    tree = emst(pts, client=client, partitions=P, min_samples=k)
     same_as_single(tree, pts, min_samples=k)
     assert "core_distances" in tree.report.seconds
 
 
 def test_mutual_reachability_brute_force(client):
     pts = np.random.default_rng(11).random((500, 2))
-    tree = emst_multipart(pts, client=client, partitions=4, min_samples=7)
+    tree = emst(pts, client=client, partitions=4, min_samples=7)
     check_spanning_tree(tree, pts, 7)
 
 
@@ -118,7 +117,7 @@ def test_property_random(client, n, d, P, seed, grid, k):
     if grid:
         pts = np.round(pts * grid)
     k = min(k, n)
-    same_as_single(emst_multipart(pts, client=client, partitions=P, min_samples=k), pts, k)
+    same_as_single(emst(pts, client=client, partitions=P, min_samples=k), pts, k)
 
 
 def test_zarr_snapshot_to_edge_store(client, tmp_path):
@@ -168,13 +167,13 @@ def test_edge_store_mutual_reachability(client, tmp_path):
 def test_failed_partitioned_write_leaves_nothing(client, tmp_path, monkeypatch):
     """A job whose finishing writer fails leaves neither the store nor its
     temporary sibling, and a later job can write the same path."""
-    import emst_dask.multipart as mp
+    import emst_dask.distributed.partitioned_output as po
 
     def boom(*args):
         raise OSError("disk full (test)")
 
     pts = GENERATORS["uniform"](4000, 3, 5)
-    monkeypatch.setattr(mp, "_finish_store_task", boom)
+    monkeypatch.setattr(po, "_finish", boom)
     with pytest.raises(OSError, match="disk full"):
         emst(pts, client=client, partitions=2, out=str(tmp_path / "e.zarr"), chunk_rows=500)
     assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.gpu
 def gpu_client():
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")
-    from emst_dask.service import EmbeddedCluster
+    from emst_dask import EmbeddedCluster
 
     # the jobs run from a reserved pool, as on deployed workers
     with EmbeddedCluster(backend="cuda", device_pool=0.5) as emb:
@@ -62,7 +62,7 @@ def test_strict_edge_order_on_the_device():
         pytest.skip("needs a CUDA GPU")
     import cupy as cp
 
-    from emst_dask.partition import strict_edge_order
+    from emst_dask.partitioned.edges import strict_edge_order
 
     rng = np.random.default_rng(3)
     for m in (1, 2, 1000, 300_000):
@@ -82,8 +82,8 @@ def test_device_certificate_equals_host_certificate():
     certificate on the CPU engine."""
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")
-    from emst_dask.partition import (assign_boxes, choose_partitioning, face_distances,
-                                     solve_box)
+    from emst_dask.partitioned.boxes import assign_boxes, choose_partitioning, face_distances
+    from emst_dask.partitioned.phase1 import solve_box
 
     pts = GENERATORS["halos"](200_000, 3, 4)
     part = choose_partitioning(pts, 4)

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 import emst_dask
 from emst_dask.cli import main
-from emst_dask.service import emst_many, get_job, submit
-from emst_dask.store import EdgeStore, open_edges
-from emst_dask.validation import InputError
+from emst_dask import emst_many, get_job, submit
+from emst_dask.io.edge_store import EdgeStore, open_edges
+from emst_dask import InputError
 from service_util import ProcessCluster, assert_same_tree, cloud, write_snapshot
 
 distributed = pytest.importorskip("distributed")

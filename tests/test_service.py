@@ -12,10 +12,10 @@ import pytest
 import zarr
 
 import emst_dask
-from emst_dask import service
-from emst_dask.service import EmbeddedCluster, emst_many, get_job, list_jobs, submit
-from emst_dask.store import EdgeStore, open_edges
-from emst_dask.validation import InputError
+from emst_dask.distributed import client as service
+from emst_dask import EmbeddedCluster, emst_many, get_job, list_jobs, submit
+from emst_dask.io.edge_store import EdgeStore, open_edges
+from emst_dask import InputError
 from service_util import assert_same_tree, cloud, no_tmp_siblings, write_snapshot
 
 distributed = pytest.importorskip("distributed")
@@ -24,7 +24,7 @@ distributed = pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def cluster():
     # two single-threaded worker processes, one numba thread each (2-core CI)
-    with EmbeddedCluster(n_workers=2, backend="cpu", env={"NUMBA_NUM_THREADS": "1"}) as emb:
+    with EmbeddedCluster(n_workers=2, backend="cpu") as emb:
         yield emb
 
 
@@ -206,21 +206,21 @@ def test_failed_write_on_worker_leaves_no_store(client, tmp_path, pts):
 
 
 def _break_writes():
-    from emst_dask import store
+    from emst_dask.io import edge_store as store
 
-    store._saved_fill = store._fill_arrays
+    store._saved_fill = store._fill
 
     def boom(group, tree, *a, **k):
         group.create_array("source", shape=(len(tree.source),), dtype="i8")
         raise RuntimeError("simulated write failure")
 
-    store._fill_arrays = boom
+    store._fill = boom
 
 
 def _restore_writes():
-    from emst_dask import store
+    from emst_dask.io import edge_store as store
 
-    store._fill_arrays = store._saved_fill
+    store._fill = store._saved_fill
 
 
 def test_detached_job_survives_its_client(cluster, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import emst_dask.api
+import emst_dask.engine.core
 from emst_dask import InputError, emst
 from emst_dask.kernels import cuda_available
 from oracle import check_spanning_tree, host
@@ -16,7 +16,7 @@ def no_engine(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the engine was called before the input was refused")
 
-    monkeypatch.setattr(emst_dask.api.engine, "boruvka", boom)
+    monkeypatch.setattr(emst_dask.engine.core, "boruvka", boom)
 
 
 def test_input_error_is_value_error():

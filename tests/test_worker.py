@@ -1,9 +1,9 @@
-"""GPU worker set-up: the reserved CuPy pool (``emst_dask.worker``)."""
+"""GPU worker set-up: the reserved CuPy pool (``emst_dask.distributed.worker``)."""
 import numpy as np
 import pytest
 
 from emst_dask.kernels import cuda_available
-from emst_dask.worker import parse_pool_size, reserve_device_pool
+from emst_dask.distributed.worker import parse_pool_size, reserve_device_pool
 
 
 def test_parse_pool_size():

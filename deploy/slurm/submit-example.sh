@@ -6,8 +6,11 @@ set -euo pipefail
 SNAP="${1:-/shared/snapshots/snap_042.zarr}"
 OUT="${2:-${SNAP%.zarr}-edges.zarr}"
 
-# TLS (optional): certificates once, on the shared file system
+# Across nodes the cluster needs TLS (certificates once, on the shared file
+# system; the CA key lands in /shared/emst-certs-ca: move it off the cluster)
 #   deploy/tls/make-certs.sh /shared/emst-certs && export EMST_TLS_DIR=/shared/emst-certs
+# or, on a network you trust, plain TCP over one interface:
+#   export EMST_INTERFACE=ib0
 
 sbatch --nodes=4 --gpus-per-node=4 --time=01:00:00 \
     --export=ALL,EMST_DEPLOY="$PWD/deploy" \

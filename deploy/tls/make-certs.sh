@@ -7,7 +7,9 @@
 #   DIR/scheduler.pem, scheduler-key.pem
 #   DIR/worker.pem,    worker-key.pem
 #   DIR/client.pem,    client-key.pem   (keys: mode 600)
-#   DIR/ca-key.pem                      the CA key: keep it off the cluster
+#   CA_DIR/ca-key.pem                   the CA key, NOT in DIR: whoever holds it can
+#                                       mint certificates the cluster trusts; keep it
+#                                       off the cluster (CA_DIR: default DIR-ca, mode 700)
 #
 # HOST: names or IP addresses put in the certificates' subjectAltName
 # (localhost and 127.0.0.1 are always there; Dask itself does not check host
@@ -18,9 +20,13 @@ set -euo pipefail
 command -v openssl >/dev/null || { echo "make-certs.sh: openssl not found" >&2; exit 2; }
 DIR="$1"; shift
 DAYS="${DAYS:-365}"
-mkdir -p "$DIR"
-cd "$DIR"
+CA_DIR="${CA_DIR:-${DIR%/}-ca}"
 umask 077
+mkdir -p "$DIR" "$CA_DIR"
+CA_DIR="$(cd "$CA_DIR" && pwd)"
+cd "$DIR"
+[ "$CA_DIR" != "$(pwd)" ] || { echo "make-certs.sh: CA_DIR must not be DIR" >&2; exit 2; }
+CA_KEY="$CA_DIR/ca-key.pem"
 
 san="DNS:localhost,IP:127.0.0.1"
 for h in "$@"; do
@@ -28,7 +34,7 @@ for h in "$@"; do
 done
 
 openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days "$DAYS" \
-    -keyout ca-key.pem -out ca.pem -subj "/CN=emst-dask CA" \
+    -keyout "$CA_KEY" -out ca.pem -subj "/CN=emst-dask CA" \
     -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,cRLSign" \
     -addext "subjectKeyIdentifier=hash" 2>/dev/null
@@ -45,7 +51,7 @@ EXT
 for role in scheduler worker client; do
     openssl req -newkey rsa:2048 -nodes -sha256 -keyout "$role-key.pem" -out "$role.csr" \
         -subj "/CN=emst-dask $role" 2>/dev/null
-    openssl x509 -req -sha256 -days "$DAYS" -in "$role.csr" -CA ca.pem -CAkey ca-key.pem \
+    openssl x509 -req -sha256 -days "$DAYS" -in "$role.csr" -CA ca.pem -CAkey "$CA_KEY" \
         -CAcreateserial -out "$role.pem" -extfile leaf.ext 2>/dev/null
     openssl verify -CAfile ca.pem "$role.pem" >/dev/null
     rm -f "$role.csr"
@@ -53,3 +59,4 @@ done
 rm -f leaf.ext ca.srl
 chmod 644 ca.pem scheduler.pem worker.pem client.pem
 echo "certificates in $(pwd): ca.pem, {scheduler,worker,client}.pem and -key.pem"
+echo "CA key in $CA_KEY: keep it off the cluster"

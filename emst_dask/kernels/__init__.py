@@ -1,4 +1,5 @@
-"""Kernel sets: one per backend, each one function per phase of the paper.
+"""Layer 1, the kernels: one kernel set per backend, one function per phase
+of the paper (``protocol.KernelSet`` lists them with shapes and dtypes).
 
 ``get_kernels("cpu")`` gives the numba set; ``get_kernels("cuda")`` the CuPy
 set (needs a GPU and the ``cuda`` extra).  ``available_backends()`` tells
@@ -23,7 +24,7 @@ def cuda_available() -> bool:
 def get_kernels(backend: str):
     """The kernel set of ``backend`` ("cpu" or "cuda")."""
     if backend == "cpu":
-        from .cpu_set import CpuKernels
+        from .cpu.kernel_set import CpuKernels
 
         return CpuKernels
     if backend == "cuda":
@@ -31,7 +32,7 @@ def get_kernels(backend: str):
             raise RuntimeError(
                 "backend='cuda' needs CuPy and a visible GPU; install the 'cuda' "
                 "extra (pip install 'emst-dask[cuda]') or use backend='cpu'")
-        from .cuda_set import CudaKernels
+        from .cuda.kernel_set import CudaKernels
 
         return CudaKernels
     raise ValueError(f"unknown backend {backend!r}: expected 'auto', 'cpu' or 'cuda'")

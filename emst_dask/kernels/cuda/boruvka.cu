@@ -208,22 +208,29 @@ template <> struct Ord<double> {
   }
 };
 
-// out[0..D) = ordered minimum per axis, out[D..2D) = ordered maximum; out
-// must hold (all ones, zeros).  Grid-stride over the points.
+// out[0..D) = ordered minimum per axis, out[D..2D) = ordered maximum,
+// out[2D] = ordered smallest nonzero magnitude of any coordinate; out must
+// hold (all ones, zeros, all ones).  Grid-stride over the points.
 template <typename T, int D>
 __global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type* out) {
   typedef typename Ord<T>::type U;
   int t = thread_index();
   int stride = (int)(gridDim.x * blockDim.x);
   U lo[D], hi[D];
+  U small = ~(U)0;
 #pragma unroll
   for (int a = 0; a < D; ++a) { lo[a] = ~(U)0; hi[a] = 0; }
   for (int i = t; i < n; i += stride) {
 #pragma unroll
     for (int a = 0; a < D; ++a) {
-      U v = Ord<T>::of(pts[(long long)i * D + a]);
+      T x = pts[(long long)i * D + a];
+      U v = Ord<T>::of(x);
       if (v < lo[a]) lo[a] = v;
       if (v > hi[a]) hi[a] = v;
+      if (x != (T)0) {
+        U m = Ord<T>::of(x < (T)0 ? -x : x);
+        if (m < small) small = m;
+      }
     }
   }
 #ifndef EMST_EMULATE
@@ -235,6 +242,8 @@ __global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type
       if (l < lo[a]) lo[a] = l;
       if (h > hi[a]) hi[a] = h;
     }
+    U m = __shfl_xor_sync(0xffffffffu, small, off);
+    if (m < small) small = m;
   }
   if ((threadIdx.x & 31) != 0) return;
 #endif
@@ -243,6 +252,7 @@ __global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type
     atomicMin(&out[a], lo[a]);
     atomicMax(&out[D + a], hi[a]);
   }
+  atomicMin(&out[2 * D], small);
 }
 
 // ---------------------------------------------------------------------------

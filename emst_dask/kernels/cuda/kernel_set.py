@@ -1,12 +1,9 @@
 """The CUDA kernel set: CuPy arrays, CUDA C++ kernels compiled by NVRTC.
 
-The kernels live in ``cuda/boruvka.cu`` (read that file's header for the data
+The kernels live in ``boruvka.cu`` (read that file's header for the data
 layout and the invariants).  They are templates over the float type and the
-dimension; a module per (dtype, d, part) is compiled at first use through
-``cupy.RawModule`` with name expressions and cached for the process (CuPy
-also keeps the binaries in its on-disk kernel cache).  ``part`` is "core"
-(plain Euclidean) or "mrd" (mutual reachability and the k-NN core
-distances), so a plain EMST never compiles the mutual-reachability code.
+dimension, compiled per (dtype, d, part) at first use and launched by
+``backend.CupyBackend``.
 
 The engine's phases map to launches as follows (n threads each, tree order):
 
@@ -32,186 +29,18 @@ nodes 32 (n - 1 of them), delta 1, orig 4, aux 4, lower 4, cand 4, best 8
 """
 from __future__ import annotations
 
-import functools
-import os
-from types import SimpleNamespace
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-try:  # the module imports without CuPy, so that the emulator can reuse it
-    import cupy
-except ImportError:  # pragma: no cover - exercised where CuPy is absent
-    cupy = None
-
-#: threads per block of every launch
-THREADS = 256
-#: k-NN list sizes kept in registers (unrolled); larger k use global scratch
-KNN_KMAX = (8, 16, 32)
-#: NVRTC options: no fused multiply-add anywhere, so that a weight computed in
-#: two kernels is the same bits (the sources also round explicitly)
-NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
-
-_SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
-_SOURCE_FILES = ("boruvka.cu",)
+from .backend import (KNN_KMAX, THREADS, CupyBackend, cupy, expr, expressions,  # noqa: F401
+                      part_of, record_sizes, source)
 
 #: best[] initial value per dtype: an infinite radius (float: and the largest key)
 KEY_INIT = {np.dtype(np.float32): np.uint64(0x7F800000FFFFFFFF),
             np.dtype(np.float64): np.uint64(0x7FF0000000000000)}
 _NO_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@functools.cache
-def source() -> str:
-    """The CUDA C++ source of all kernels."""
-    parts = []
-    for name in _SOURCE_FILES:
-        with open(os.path.join(_SOURCE_DIR, name), encoding="utf-8") as f:
-            parts.append(f.read())
-    return "\n".join(parts)
-
-
-def ctype(dtype) -> str:
-    dt = np.dtype(dtype)
-    if dt == np.float32:
-        return "float"
-    if dt == np.float64:
-        return "double"
-    raise TypeError(f"the CUDA kernels compute in float32 or float64, not {dt}")
-
-
-def expr(name: str, dtype, d: int, *extra) -> str:
-    """The name expression of one kernel instantiation."""
-    args = [ctype(dtype), str(int(d))]
-    for e in extra:
-        args.append(("true" if e else "false") if isinstance(e, (bool, np.bool_)) else str(int(e)))
-    return f"{name}<{', '.join(args)}>"
-
-
-_CORE = ("k_sizes", "k_minmax", "k_morton", "k_delta", "k_gather", "k_build", "k_climb",
-         "k_select", "k_winner", "k_merge_next", "k_merge_roots", "k_merge_jump", "k_relabel")
-
-
-def expressions(dtype, d: int, part: str) -> list[str]:
-    """Every instantiation that module ``part`` ("core" or "mrd") holds."""
-    if part == "core":
-        out = [expr(k, dtype, d) for k in _CORE]
-        mrd = (False,)
-    elif part == "mrd":
-        out = []
-        mrd = (True,)
-    else:
-        raise ValueError(part)
-    for m in mrd:
-        out += [expr("k_bounds", dtype, d, m), expr("k_ties", dtype, d, m),
-                expr("k_finalize", dtype, d, m),
-                expr("k_search", dtype, d, m, False), expr("k_search", dtype, d, m, True)]
-    if part == "mrd":
-        out += [expr("k_knn_reg", dtype, d, km) for km in KNN_KMAX]
-        out.append(expr("k_knn", dtype, d, 0))
-    return out
-
-
-def part_of(name: str, extra) -> str:
-    if name in ("k_knn", "k_knn_reg"):
-        return "mrd"
-    if name in ("k_bounds", "k_ties", "k_finalize", "k_search") and extra and extra[0]:
-        return "mrd"
-    return "core"
-
-
-def record_sizes(dtype, d: int) -> tuple[int, int]:
-    """Bytes of one point record and one node record (mirrors the .cu structs)."""
-    it = np.dtype(dtype).itemsize
-    raw = d * it + 4
-    align = 8 if raw <= 8 else 16
-    pt = -(-raw // align) * align
-    node = -(-(2 * d * it + 8) // 16) * 16
-    return pt, node
-
-
-class CupyBackend:
-    """How the kernel set reaches the GPU: CuPy arrays and RawModules."""
-
-    def __init__(self):
-        self.xp = cupy
-
-    @functools.cache
-    def functions(self, dtype_str: str, d: int, part: str) -> dict:
-        exprs = expressions(np.dtype(dtype_str), d, part)
-        mod = cupy.RawModule(code=source(), options=NVRTC_OPTIONS, name_expressions=exprs)
-        fns = {e: mod.get_function(e) for e in exprs}
-        if part == "core":  # the Python record sizes must match the compiler's
-            out = cupy.zeros(2, np.int32)
-            fns[expr("k_sizes", dtype_str, d)]((1,), (1,), (out,))
-            got = tuple(int(v) for v in out.get())
-            want = record_sizes(dtype_str, d)
-            if got != want:
-                raise RuntimeError(f"record sizes {got} != {want} for {dtype_str} d={d}")
-        return fns
-
-    def launch(self, dtype, d, name, extra, nthreads, args):
-        if nthreads <= 0:
-            return
-        dt = np.dtype(dtype)
-        fns = self.functions(dt.str, int(d), part_of(name, extra))
-        fn = fns[expr(name, dt, d, *extra)]
-        fn(((nthreads + THREADS - 1) // THREADS,), (THREADS,), args)
-
-    def synchronize(self):
-        cupy.cuda.get_current_stream().synchronize()
-
-    def to_host(self, a):
-        return cupy.asnumpy(a)
-
-    #: host arrays at least this large go through the pinned ring
-    RING_MIN_BYTES = 64 << 20
-    RING_BUFFER_BYTES = 32 << 20
-    RING_BUFFERS = 4
-
-    @functools.cached_property
-    def _ring(self):
-        import threading
-
-        import cupyx
-
-        bufs = [cupyx.empty_pinned(self.RING_BUFFER_BYTES, np.uint8)
-                for _ in range(self.RING_BUFFERS)]
-        return bufs, cupy.cuda.Stream(non_blocking=True), threading.Lock()
-
-    def to_device(self, a):
-        """A host array on the device, through a ring of pinned buffers.
-
-        The first copy of freshly allocated pageable memory costs the driver
-        about 1 s per GB to lock its pages (3.15 s for 3 GB on an H100,
-        against 0.33 s for a second copy and 0.56 s through this ring), and
-        a box assembled by a Dask task is always fresh memory.
-        """
-        if isinstance(a, cupy.ndarray):
-            return a
-        a = np.ascontiguousarray(a)
-        if a.nbytes < self.RING_MIN_BYTES:
-            return cupy.asarray(a)
-        bufs, stream, lock = self._ring
-        out = cupy.empty(a.shape, a.dtype)
-        src = a.reshape(-1).view(np.uint8)
-        dst = out.reshape(-1).view(cupy.uint8)
-        step = self.RING_BUFFER_BYTES
-        events = [None] * len(bufs)
-        with lock:
-            cupy.cuda.get_current_stream().synchronize()  # out is allocated
-            for k, lo in enumerate(range(0, src.size, step)):
-                hi = min(src.size, lo + step)
-                i = k % len(bufs)
-                if events[i] is not None:
-                    events[i].synchronize()  # its last copy is done
-                np.copyto(bufs[i][:hi - lo], src[lo:hi])
-                dst[lo:hi].set(bufs[i][:hi - lo], stream=stream)
-                events[i] = stream.record()
-            stream.synchronize()
-        return out
-
-    def argsort(self, codes):
-        return cupy.argsort(codes)  # stable (thrust stable_sort_by_key)
 
 
 def _i32(v):
@@ -235,6 +64,55 @@ def _ordered_to_float(u: np.ndarray, dtype) -> np.ndarray:
     return b.view(dt)
 
 
+@dataclass(eq=False)
+class CudaBVH:
+    """The LBVH on the device (tree order; see ``boruvka.cu`` for the records).
+
+    P : (n * pt_bytes,) uint8 point records (coordinates and component
+    label).  nodes : ((n-1) * node_bytes,) uint8 node records (box, children).
+    delta : (n-1,) uint8 common-prefix lengths of neighbouring codes.
+    orig : (n,) int32 input row of each position.  aux : (n,) int32 scratch
+    (construction flags, then the Borůvka work lists).
+    """
+
+    P: Any
+    nodes: Any
+    delta: Any
+    orig: Any
+    aux: Any
+    n: int
+    d: int
+    dtype: np.dtype
+    pt_bytes: int
+    node_bytes: int
+
+
+@dataclass(eq=False)
+class CudaBoruvkaState:
+    """Borůvka iteration state on the device (arrays (n,)).
+
+    core2 : squared core distances (tree order; ``lower`` when not mrd).
+    lower : per point, a lower bound on its distance to anything foreign.
+    cand : int32 best foreign candidate.  best : uint64 packed (weight,
+    position) keys per component, which also hold the finished edges for
+    float32; key2 : the same for float64 ties (``best`` itself for float32).
+    counter : int32 [edges so far, unfinished root searches]; count : int32
+    the work list's length.  it : iteration; n_edges : edges so far.
+    """
+
+    mrd: bool
+    core2: Any
+    lower: Any
+    cand: Any
+    best: Any
+    key2: Any
+    edges: Any
+    counter: Any
+    count: Any
+    it: int = 0
+    n_edges: int = 0
+
+
 class _CudaKernelsBase:
     """Kernel set of the CUDA backend (see ``emst_dask.engine``)."""
 
@@ -254,8 +132,7 @@ class _CudaKernelsBase:
     @classmethod
     def to_device(cls, a):
         """A host array on the device (the backend's fast path when it has one)."""
-        f = getattr(cls._be, "to_device", None)
-        return f(a) if f is not None else cls.xp.asarray(a)
+        return cls._be.to_device(a)
 
     @classmethod
     def _launch(cls, bvh_or_dtype, d, name, nthreads, args, *extra):
@@ -264,7 +141,9 @@ class _CudaKernelsBase:
     # -- construction --------------------------------------------------------
     @classmethod
     def bounds(cls, points):
-        """Per-axis (min, max) of the points: float64 host arrays.
+        """Per-axis (min, max) of the points (float64 (d,) host arrays) and
+        the smallest nonzero magnitude of any coordinate (float, +inf when
+        all are zero).
 
         One grid-stride kernel with integer atomics on order-preserving
         encodings, one device-to-host read.
@@ -274,10 +153,13 @@ class _CudaKernelsBase:
         n, d = pts.shape
         dt = pts.dtype
         u = np.uint32 if dt == np.float32 else np.uint64
-        out = xp.asarray(np.concatenate([np.full(d, np.iinfo(u).max, u), np.zeros(d, u)]))
+        top = np.iinfo(u).max
+        out = xp.asarray(np.concatenate([np.full(d, top, u), np.zeros(d, u), [top]]).astype(u))
         cls._launch(dt, d, "k_minmax", min(n, BOUNDS_THREADS), (pts, _i32(n), out))
-        h = _ordered_to_float(np.asarray(cls.to_host(out)), dt).astype(np.float64)
-        return h[:d], h[d:]
+        raw = np.asarray(cls.to_host(out))
+        h = _ordered_to_float(raw[:2 * d], dt).astype(np.float64)
+        small = np.inf if raw[2 * d] == top else float(_ordered_to_float(raw[2 * d:], dt)[0])
+        return h[:d], h[d:], small
 
     @classmethod
     def morton_codes(cls, points, lo, scale, bits):
@@ -316,7 +198,7 @@ class _CudaKernelsBase:
         if n >= 2:
             cls._launch(dt, d, "k_delta", m, (codes, _i32(n), delta))
             cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
-        return SimpleNamespace(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux,
+        return CudaBVH(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux,
                                n=n, d=d, dtype=dt, pt_bytes=ps, node_bytes=ns)
 
     # -- mutual reachability ---------------------------------------------------
@@ -346,12 +228,12 @@ class _CudaKernelsBase:
         lower = xp.zeros(n, dt)
         best = xp.full(n, KEY_INIT[dt], np.uint64)
         key2 = xp.full(n, _NO_KEY, np.uint64) if dt == np.float64 else best
-        return SimpleNamespace(
+        return CudaBoruvkaState(
             mrd=bool(mrd), core2=core2 if mrd else lower, lower=lower,
             cand=xp.empty(n, np.int32), best=best, key2=key2,
             edges=best if dt == np.float32 else key2,
             counter=xp.zeros(2, np.int32), count=xp.zeros(1, np.int32),
-            it=0, n_edges=0)
+            )
 
     @classmethod
     def reduce_labels(cls, bvh, s):

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .io import open_points
-from .store import open_edges
-from .validation import InputError
+from ..errors import InputError
+from ..io import open_edges, resolve_source
 
 
 def slab_selection(pts: np.ndarray, slab: float = 0.02, max_points: int = 30_000,
@@ -49,9 +48,48 @@ def slab_selection(pts: np.ndarray, slab: float = 0.02, max_points: int = 30_000
     return mask, ", ".join(parts) or "all points"
 
 
+def check_points_of(store, src, points, edges, ignore_input: bool = False):
+    """Refuse points that are not the ones ``store``'s tree was computed from.
+
+    The store records n, d and its input; a cloud with another n or d is
+    refused always, one from another place (same n and d) unless
+    ``ignore_input`` (the snapshot was moved, say).
+    """
+    a = store.attrs
+    if a.get("n") is not None and int(a["n"]) != src.n:
+        raise InputError(f"{points} has {src.n} points but the edge store {store.path} "
+                         f"was computed from {a['n']}")
+    if a.get("d") is not None and int(a["d"]) != src.d:
+        raise InputError(f"{points} has {src.d} coordinates but the edge store {store.path} "
+                         f"was computed from {a['d']}-D points")
+    recorded = a.get("input") or ""
+    is_place = recorded.startswith(("/", "file://")) or "://" in recorded
+    if is_place and not ignore_input and src.describe() != recorded:
+        raise InputError(f"{edges} was computed from {recorded}, not {src.describe()}; "
+                         "pass the points it was computed from (or --ignore-input if they "
+                         "were moved)")
+
+
 def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.02,
-              max_points: int = 30_000, title: str | None = None) -> str:
-    """Write the picture to ``out``; return a one-line summary."""
+              max_points: int = 30_000, title: str | None = None,
+              ignore_input: bool = False) -> str:
+    """Write the picture to ``out``; return a one-line summary.
+
+    Parameters
+    ----------
+    edges : path of an edge store (Zarr or .npy)
+    points : the source its tree was computed from (anything ``emst`` takes)
+    out : path of the picture (.png)
+    columns, array : select the coordinates of a Zarr group
+    slab : float
+        Thickness of the drawn slab, as a fraction of the z extent.
+    max_points : int
+        The slab is cropped in x-y to about this many points.
+    title : str, optional
+    ignore_input : bool
+        Accept points from another place than the store's recorded input
+        (same n and d).
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -60,10 +98,8 @@ def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.0
 
     store = open_edges(edges)
     tree = store.load()
-    src = open_points(points, array=array, columns=columns)
-    if store.attrs.get("n") is not None and int(store.attrs["n"]) != src.n:
-        raise InputError(f"{points} has {src.n} points but the edge store {store.path} "
-                         f"was computed from {store.attrs['n']}")
+    src = resolve_source(points, array=array, columns=columns)
+    check_points_of(store, src, points, edges, ignore_input)
     pts = src.read_all()
     n, d = pts.shape
     s, t = tree.source, tree.target

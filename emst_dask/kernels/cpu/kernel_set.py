@@ -1,12 +1,13 @@
-"""The CPU kernel set: numpy arrays, numba kernels (``cpu.py``)."""
+"""The CPU kernel set: numpy arrays, the numba kernels of this package."""
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
-from . import cpu
+from . import bvh as cpu_bvh
+from . import components, search
 
 #: subtrees of at most this many points are scanned point by point: on a CPU
 #: a short linear scan beats descending the last levels of a binary tree
@@ -43,6 +44,72 @@ def neighbour_list_size(d: int) -> int:
     return NEIGHBOUR_LIST if d <= 2 else NEIGHBOUR_LIST_3D
 
 
+@dataclass(eq=False)
+class CpuBVH:
+    """The LBVH on the CPU (tree order; unified child ids, see ``cpu``).
+
+    points : (n, d) float, tree order.  orig : (n,) int64 input row of each
+    position.  nodes : (n-1, 4) int64 left, right child, first and last
+    leaf.  box : (n-1, 2d) float node boxes (lo then hi).  min_orig : (n-1,)
+    int64 smallest input row below a node (duplicate pruning).  span : (n-1,
+    2) int32/int64 leaf range (compact copy of ``nodes[:, 2:4]``).  dims :
+    a tuple of d zeros (the kernels are compiled per d).  knn_d2, knn_j :
+    (n, k) neighbour lists (squared distance, tree position), once computed.
+    """
+
+    points: np.ndarray
+    orig: np.ndarray
+    nodes: np.ndarray
+    box: np.ndarray
+    min_orig: np.ndarray
+    span: np.ndarray
+    n: int
+    d: int
+    dims: tuple
+    knn_d2: np.ndarray | None = None
+    knn_j: np.ndarray | None = None
+
+
+@dataclass(eq=False)
+class CpuBoruvkaState:
+    """Borůvka iteration state on the CPU (arrays (n,) unless said).
+
+    labels : int64 component (a tree position) of every point.  node_labels :
+    (n-1,) the leaves' common label or -1.  breaks : label-change prefix
+    counts, per stretch of ``2**shift`` positions.  radii : float upper bound
+    per component.  lower : float, per point, a lower bound on its distance
+    to anything foreign.  resolved, skip : the neighbour-list pass's marks.
+    cand_w, cand_j : each point's best foreign candidate.  comp_w, comp_src,
+    comp_dst : each component's minimum outgoing edge.  edge_src, edge_dst,
+    edge_w : (n-1,) the tree so far (``n_edges`` of them).  nxt, scratch :
+    int64 merge scratch.  nchunks : stretches of component ids per pass.
+    """
+
+    resolved: np.ndarray
+    skip: np.ndarray
+    core2: np.ndarray
+    mrd: bool
+    inf: np.floating
+    labels: np.ndarray
+    node_labels: np.ndarray
+    breaks: np.ndarray
+    shift: int
+    radii: np.ndarray
+    lower: np.ndarray
+    cand_w: np.ndarray
+    cand_j: np.ndarray
+    comp_w: np.ndarray
+    comp_src: np.ndarray
+    comp_dst: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_w: np.ndarray
+    n_edges: int
+    nxt: np.ndarray
+    scratch: np.ndarray
+    nchunks: int
+
+
 class CpuKernels:
     """Kernel set of the numba CPU backend (see ``emst_dask.engine``)."""
 
@@ -59,7 +126,7 @@ class CpuKernels:
         if points.shape[0] == 0:
             d = points.shape[1]
             return np.zeros(d), np.zeros(d)
-        return cpu.axis_bounds(np.ascontiguousarray(points))
+        return cpu_bvh.axis_bounds(np.ascontiguousarray(points))
 
     @staticmethod
     def to_host(a):
@@ -72,32 +139,32 @@ class CpuKernels:
     @staticmethod
     def morton_codes(points, lo, scale, bits):
         codes = np.empty(points.shape[0], np.uint64)
-        cpu.morton_codes(points, lo, scale, bits, codes)
+        cpu_bvh.morton_codes(points, lo, scale, bits, codes)
         return codes
 
     @staticmethod
     def sort_by_code(codes):
         # stable: equal codes keep input order, so a run of duplicate points
         # is sorted by input row and ``min_orig`` pruning stays effective
-        return cpu.radix_argsort(codes, 64)
+        return cpu_bvh.radix_argsort(codes, 64)
 
     @staticmethod
     def build_bvh(points, codes, perm):
         n, d = points.shape
         orig = perm.astype(np.int64, copy=False)
-        pts = cpu.gather_rows(points, orig)
+        pts = cpu_bvh.gather_rows(points, orig)
         m = n - 1
         nodes = np.empty((m, 4), np.int64)
         parent = np.empty(2 * n - 1, np.int64)
-        cpu.build_hierarchy(codes, nodes, parent)
+        cpu_bvh.build_hierarchy(codes, nodes, parent)
         box = np.empty((m, 2 * d), pts.dtype)
         min_orig = np.empty(m, np.int64)
         # the kernels are compiled for each d: ``dims`` carries it in its type
         dims = (0,) * d
-        cpu.compute_bounding_boxes(pts, orig, nodes, box, min_orig, dims)
+        cpu_bvh.compute_bounding_boxes(pts, orig, nodes, box, min_orig, dims)
         # each node's leaf range, compact: label reduction reads it every iteration
         span = nodes[:, 2:4].astype(_index_type(n))
-        return SimpleNamespace(points=pts, orig=orig, nodes=nodes, box=box,
+        return CpuBVH(points=pts, orig=orig, nodes=nodes, box=box,
                                min_orig=min_orig, span=span, n=n, d=d, dims=dims)
 
     @staticmethod
@@ -106,7 +173,7 @@ class CpuKernels:
         n = bvh.n
         d2 = np.empty((n, k), bvh.points.dtype)
         j = np.empty((n, k), np.int64)
-        cpu.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
+        search.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
                                  k, KNN_LEAF_SIZE, d2, j, bvh.dims)
         return d2, j
 
@@ -122,10 +189,10 @@ class CpuKernels:
     def init_boruvka(cls, bvh, core2, mrd):
         n = bvh.n
         dt = bvh.points.dtype
-        if getattr(bvh, "knn_j", None) is None:
+        if bvh.knn_j is None:
             bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(
                 bvh, min(neighbour_list_size(bvh.d), n - 1))
-        return SimpleNamespace(
+        return CpuBoruvkaState(
             resolved=np.empty(n, np.bool_), skip=np.zeros(n, np.int32),
             core2=core2, mrd=mrd, inf=dt.type(np.inf),
             labels=np.arange(n, dtype=np.int64),
@@ -144,53 +211,36 @@ class CpuKernels:
 
     @staticmethod
     def reduce_labels(bvh, s):
-        cpu.reduce_labels(s.labels, bvh.span, s.node_labels, s.breaks, s.shift)
+        components.reduce_labels(s.labels, bvh.span, s.node_labels, s.breaks, s.shift)
 
     @staticmethod
     def compute_upper_bounds(bvh, s):
         s.radii.fill(s.inf)
-        cpu.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii, bvh.dims)
+        search.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii, bvh.dims)
 
     @staticmethod
     def find_component_outgoing_edges(bvh, s):
-        cpu.resolve_from_neighbour_lists(
+        search.resolve_from_neighbour_lists(
             bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
             s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims,
             s.skip)
-        cpu.find_component_outgoing_edges(
+        search.find_component_outgoing_edges(
             bvh.points, bvh.orig, s.labels, s.node_labels, bvh.nodes, bvh.box,
             bvh.min_orig, s.core2, s.mrd,
             s.radii, s.lower, LEAF_SIZE, s.resolved, s.cand_w, s.cand_j, bvh.dims)
 
     @staticmethod
     def reduce_component_minima(bvh, s):
-        cpu.reduce_component_minima(bvh.orig, s.labels, s.cand_w, s.cand_j, s.radii,
+        components.reduce_component_minima(bvh.orig, s.labels, s.cand_w, s.cand_j, s.radii,
                                     s.comp_w, s.comp_src, s.comp_dst, s.scratch,
                                     s.nchunks, s.inf)
 
     @staticmethod
     def merge_components(bvh, s):
-        s.n_edges = cpu.merge_components(s.labels, s.comp_w, s.comp_src, s.comp_dst,
+        s.n_edges = components.merge_components(s.labels, s.comp_w, s.comp_src, s.comp_dst,
                                          s.lower, s.edge_src, s.edge_dst, s.edge_w,
                                          s.n_edges, s.nxt, s.scratch, s.nchunks)
         return s.n_edges
-
-    @staticmethod
-    def init_certificate(bvh, s, face2):
-        s.face2 = np.ascontiguousarray(face2)
-        s.comp_face2 = np.empty(bvh.n, face2.dtype)
-
-    @staticmethod
-    def certify_component_edges(bvh, s):
-        s.comp_face2.fill(s.inf)
-        return cpu.certify_component_edges(s.labels, s.face2, s.comp_w, s.comp_src,
-                                           s.comp_face2)
-
-    @staticmethod
-    def component_labels(bvh, s):
-        out = np.empty(bvh.n, np.int64)
-        out[bvh.orig] = bvh.orig[s.labels]
-        return out
 
     @staticmethod
     def finalize_edges(bvh, s):

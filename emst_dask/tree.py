@@ -1,4 +1,4 @@
-"""The spanning tree a call returns."""
+"""The spanning tree a call returns (``SpanningTree``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,7 +30,7 @@ class SpanningTree:
     iterations : number of Borůvka iterations.
     components : component count before each iteration and at the end.
     timings : seconds per named phase.
-    report : ``emst_dask.multipart.PartitionReport`` of a partitioned job
+    report : ``emst_dask.partitioned.PartitionReport`` of a partitioned job
         (rounds, bytes moved between workers, seconds per phase), else None.
     """
 
@@ -72,7 +72,7 @@ class SpanningTree:
         return SpanningTree(self.source[order], self.target[order], self.weight[order],
                             self.core_distances, self.n_points, self.n_dims,
                             self.min_samples, self.backend, self.iterations,
-                            self.components, self.timings)
+                            self.components, self.timings, self.report)
 
     def __repr__(self) -> str:
         return (f"SpanningTree(n_points={self.n_points}, n_dims={self.n_dims}, "

@@ -1,0 +1,58 @@
+"""Layer 4, the ``emst-dask`` command (click).
+
+    emst-dask generate NAME N --out FILE.npy|SNAPSHOT.zarr [--dim D] [--seed S]
+    emst-dask run SOURCE [--out EDGES.npy|EDGES.zarr] [--scheduler ADDRESS | --scheduler-file FILE]
+    emst-dask job NAME --scheduler-file FILE [--wait]
+    emst-dask info EDGES
+    emst-dask plot EDGES --points SOURCE --out mst.png
+    emst-dask demo [--dir DIR] [--n N]
+
+Commands call the API and the service; ``errors`` turns what they raise
+into ``Error:`` lines.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import __version__
+from .errors import Main
+
+
+class Count(click.ParamType):
+    """A non-negative point count: ``1000000``, ``1_000_000`` or ``1e6``."""
+
+    name = "N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            n = value
+        else:
+            text = str(value).strip()
+            try:
+                n = int(text)
+            except ValueError:
+                try:
+                    f = float(text)
+                except ValueError:
+                    self.fail(f"{value!r} is not a number of points", param, ctx)
+                if not f.is_integer():
+                    self.fail(f"{value!r} is not a whole number of points", param, ctx)
+                n = int(f)
+        if n < 0:
+            self.fail(f"the number of points must be >= 0, got {n}", param, ctx)
+        return n
+
+
+@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="emst-dask")
+def main():
+    """Exact Euclidean minimum spanning trees (single-tree Borůvka)."""
+
+
+from . import run as _run  # noqa: E402,F401  (registers the commands)
+from . import tools as _tools  # noqa: E402,F401
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,4 @@
+"""``python -m emst_dask.cli``."""
+from . import main
+
+main()

@@ -1,0 +1,204 @@
+"""Many snapshots, one job per worker at a time (``emst_many``)."""
+from __future__ import annotations
+
+import os
+from collections import deque
+
+from ..errors import InputError
+from ..io.paths import is_pathlike, local_path
+from ..io.source import DaskPoints
+from .client import client_for, connect, workers_may_see_other_files, workers_of
+from .faults import input_lost, lost_error, unwrap
+from .job import run_inline
+from .service import RESUBMIT_LOST_INPUT, cleanup, prepare, submit_chain
+
+
+def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
+              sort_by_weight=False, columns=None, array=None, overwrite=False,
+              storage_options=None, zarr_format=3, chunk_rows=None, threads=None,
+              progress=None, errors="raise", n_workers=None, names=None) -> list:
+    """The EMST of every source, one job per worker at a time.
+
+    Parameters
+    ----------
+    sources : sequence of sources (anything ``emst`` takes)
+    outs : sequence of outputs, optional
+        None: the trees come back; else one output per source (each worker
+        writes its store; ``EdgeStore`` handles come back).
+    client : see ``emst_dask.distributed.client``
+        Without one, an embedded cluster of ``n_workers`` workers (default:
+        one per GPU, or up to 4 CPU workers) runs the batch.
+    errors : {"raise", "return"}
+        "raise" stops at the first failure (cancelling the jobs under way);
+        "return" puts the exception in its place and carries on.
+    progress : True (a bar over the snapshots) or callable(phase, job=index, **info)
+    names : sequence of str, optional
+        The jobs' names.
+    Other parameters are those of ``emst_dask.emst``.
+
+    Returns
+    -------
+    list, in the order of ``sources``.
+    """
+    sources = list(sources)
+    if errors not in ("raise", "return"):
+        raise InputError(f"errors must be 'raise' or 'return', got {errors!r}")
+    if outs is not None:
+        outs = list(outs)
+        if len(outs) != len(sources):
+            raise InputError(f"{len(sources)} sources but {len(outs)} outputs")
+        real = [local_path(o) for o in outs if is_pathlike(o)]
+        if len(set(real)) != len(real):
+            raise InputError("two sources would write the same output")
+    if names is not None and len(names) != len(sources):
+        raise InputError(f"{len(sources)} sources but {len(names)} names")
+    owned = None
+    if client not in (None, False):
+        client, own = connect(client)
+        owned = client if own else None
+    options = dict(min_samples=min_samples, backend=backend, sort_by_weight=sort_by_weight,
+                   columns=columns, array=array, overwrite=overwrite,
+                   storage_options=storage_options, zarr_format=zarr_format,
+                   chunk_rows=chunk_rows, threads=threads)
+    try:
+        return _emst_many(sources, outs, names, client, options, progress, errors, n_workers)
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def _emst_many(sources, outs, names, client, options, progress, errors, n_workers):
+    results: list = [None] * len(sources)
+    preps = {}
+    remote_ok = workers_may_see_other_files(client) if client not in (None, False) else False
+    for i, src in enumerate(sources):
+        try:
+            preps[i] = prepare(src, out=None if outs is None else outs[i],
+                               name=None if names is None else names[i], remote_ok=remote_ok,
+                               **options)
+        except Exception as exc:
+            if errors == "raise":
+                raise
+            results[i] = exc
+    if not preps:
+        return results
+    if n_workers is None and client is None:
+        n_workers = max(1, min(len(preps), 4, (os.cpu_count() or 1) // 2))
+    bar, callback = _batch_progress(progress, len(sources), len(sources) - len(preps))
+    with client_for(client, inline_ok=True, backend=options["backend"],
+                    n_workers=n_workers) as cl:
+        try:
+            if cl is None:
+                _run_here(preps, results, callback, errors, bar)
+            else:
+                _dispatch(cl, preps, results, callback, errors, bar)
+            return results
+        finally:
+            if bar:
+                bar.close()
+
+
+def _batch_progress(progress, total, skipped):
+    """(bar, callback) of ``emst_many``'s ``progress``."""
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="snapshots", unit="job", dynamic_ncols=True)
+        bar.update(skipped)
+
+        def callback(phase, job=None, **info):
+            if phase in ("start", "iteration", "write"):
+                what = {"start": "read", "iteration": f"boruvka it {info.get('iteration')}",
+                        "write": "write"}[phase]
+                bar.set_postfix_str(f"job {job}: {what}", refresh=True)
+        return bar, callback
+    if callable(progress):
+        return None, progress
+    if progress in (None, False):
+        return None, None
+    raise InputError(f"progress must be True, False, None or a callable, got {progress!r}")
+
+
+def _bind(callback, i):
+    if callback is None:
+        return None
+
+    def cb(phase, **info):
+        callback(phase, job=i, **info)
+    return cb
+
+
+def _run_here(preps, results, callback, errors, bar):
+    """Every job in this process, in turn."""
+    for i, prep in preps.items():
+        try:
+            if prep.spec.from_blocks and isinstance(prep.data, DaskPoints):
+                prep.spec.source, prep.spec.from_blocks = prep.data, False
+            blocks = [prep.data.data] if prep.spec.from_blocks else []
+            results[i] = run_inline(prep.spec, blocks, progress=_bind(callback, i))
+        except Exception as exc:
+            if errors == "raise":
+                raise
+            results[i] = exc
+        if bar:
+            bar.update(1)
+
+
+def _dispatch(cl, preps, results, callback, errors, bar):
+    """At most one job per worker; a finished job's worker takes the next."""
+    from distributed import as_completed
+
+    from ..progress import Relay
+
+    pending = deque(sorted(preps))
+    running = {}     # future -> (index, worker)
+    relays = []
+    ac = as_completed(loop=cl.loop)
+
+    def fill():
+        busy = {w for _, w in running.values()}
+        for w in workers_of(cl):
+            if not pending:
+                return
+            if w in busy:
+                continue
+            i = pending.popleft()
+            if callback is not None and not preps[i].spec.attempt:
+                relays.append(Relay(cl, preps[i].spec.topic, _bind(callback, i)))
+            fut = submit_chain(cl, preps[i], w)
+            running[fut] = (i, w)
+            ac.add(fut)
+
+    try:
+        while pending or running:
+            if not running:
+                cl.wait_for_workers(1, timeout=120)
+            fill()
+            if not running:
+                continue
+            fut = next(ac)
+            i, _w = running.pop(fut)
+            spec = preps[i].spec
+            try:
+                results[i] = unwrap(fut.result())
+                cleanup(cl, spec)
+            except Exception as exc:
+                if input_lost(exc, preps[i].scattered) and spec.attempt < RESUBMIT_LOST_INPUT \
+                        and workers_of(cl):
+                    spec.attempt += 1
+                    pending.appendleft(i)
+                    continue
+                cleanup(cl, spec)
+                lost = lost_error(spec.name, spec.output, exc)
+                if errors == "raise":
+                    for f in running:
+                        f.cancel()
+                    if lost is not None:
+                        raise lost from exc
+                    raise
+                results[i] = lost or exc
+            if bar:
+                bar.update(1)
+    finally:
+        for r in relays:
+            r.close()

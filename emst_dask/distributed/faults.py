@@ -1,0 +1,101 @@
+"""What went wrong on a cluster, in the user's terms.
+
+Two kinds of failure come back from workers:
+
+* the user's: a worker finds what the client could not know (a NaN in a
+  chunk, a chunk deleted after the job was checked).  A task does not
+  raise it (distributed would log a "Compute Failed" traceback on the
+  worker for an error that is the input's); it returns a ``Refused``, which
+  the tasks after it pass on and the client raises (``unwrap``);
+* the cluster's: a job whose worker died (``lost_error`` turns
+  distributed's errors into ``WorkerLost``), or whose in-memory input died
+  with its worker (``input_lost``: the client, which holds it, sends it
+  again).
+"""
+from __future__ import annotations
+
+import functools
+
+from ..errors import InputError, WorkerLost
+
+#: reasons of a cancelled future that do not mean lost data
+NOT_LOST = ("scheduler-connection-lost", "scheduler-restart")
+
+
+class Refused:
+    """The user's error, found by a task: carried, not raised, to the client."""
+
+    def __init__(self, exc: InputError):
+        self.exc = exc
+
+    def __repr__(self):
+        return f"Refused({self.exc!r})"
+
+
+def refusing(fn):
+    """``fn`` as a task: a ``Refused`` argument is passed on; an InputError
+    becomes a ``Refused`` result."""
+
+    @functools.wraps(fn)
+    def task(*args, **kwargs):
+        for a in args:
+            if isinstance(a, Refused):
+                return a
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            return Refused(exc)
+
+    return task
+
+
+def unwrap(value):
+    """``value``, or raise the error it carries."""
+    if isinstance(value, Refused):
+        raise value.exc
+    return value
+
+
+def unwrap_all(values):
+    """``values`` (a list), raising the first carried error."""
+    for v in values:
+        unwrap(v)
+    return values
+
+
+def lost_error(name, out, exc):
+    """A ``WorkerLost`` explaining ``exc`` when it means the job died with
+    its workers (None for any other error)."""
+    try:
+        from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
+    except ImportError:  # pragma: no cover
+        return None
+    from distributed.utils import CancelledError
+
+    wrote = "" if out is None else f"; {out} was not written"
+    if isinstance(exc, NoWorkerError):
+        return WorkerLost(f"job {name!r}: its worker died and no worker was left to rerun it "
+                          f"within {exc.timeout:g} s (distributed.scheduler.no-workers-timeout)"
+                          f"{wrote}; its input is untouched: submit it again when workers "
+                          "are back")
+    if isinstance(exc, NoValidWorkerError):
+        return WorkerLost(f"job {name!r}: no worker can run it (none left, or none meets its "
+                          f"restrictions) within {exc.args[4]:g} s{wrote}")
+    if isinstance(exc, KilledWorker):
+        return WorkerLost(f"job {name!r}: {exc.allowed_failures + 1} workers died while running "
+                          f"it (distributed.scheduler.allowed-failures = {exc.allowed_failures}),"
+                          f" the last {exc.last_worker.address}; the job may be what kills them "
+                          f"(out of memory?){wrote}")
+    if isinstance(exc, CancelledError) and getattr(exc, "reason", "") not in NOT_LOST:
+        return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
+                          f"no worker was left to run it again ({exc}){wrote}")
+    return None
+
+
+def input_lost(exc, scattered: bool) -> bool:
+    """The job's scattered points died with their worker: the client, which
+    still holds them, can submit the job again."""
+    from distributed.utils import CancelledError
+
+    return (scattered and isinstance(exc, CancelledError)
+            and getattr(exc, "reason", "") not in NOT_LOST)

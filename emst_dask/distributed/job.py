@@ -1,0 +1,301 @@
+"""One EMST job: its description and the tasks a worker runs for it.
+
+A job is three tasks on one worker, named per phase so that the dashboard
+shows them (``emst-read-<token>-<name>``, ``emst-boruvka-...``,
+``emst-write-...``):
+
+1. *read*: the source staged in host memory (CPU workers) or device memory
+   (GPU workers), every block checked before any kernel runs (``io.stage``);
+2. *boruvka*: the in-memory core (``engine.spanning_tree``) on the staged
+   array with the worker's backend;
+3. *write* (with an output): the edge store, complete or absent
+   (``io.write_edges``); the client gets back a small ``EdgeStore``
+   handle, never the edges.  Without an output the tree is the result.
+
+Each task reports its progress as Dask events on the job's topic, applies
+the worker's settings (``worker.apply_settings``) and returns the user's
+errors as ``faults.Refused`` rather than raising them.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..engine import spanning_tree
+from ..io import Output, PointSource, resolve_source, stage, write_edges
+from ..io.checks import check_min_samples
+from ..io.edge_store import host_tree
+from ..tree import SpanningTree
+from .faults import Refused, refusing
+from .worker import apply_settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DeferredSource:
+    """A path the client cannot see: resolved on the worker."""
+
+    path: str
+    array: str | None = None
+    columns: tuple | None = None
+    storage_options: dict | None = None
+
+    def resolve(self) -> PointSource:
+        return resolve_source(self.path, array=self.array, columns=self.columns,
+                              storage_options=self.storage_options)
+
+    def describe(self) -> str:
+        if self.columns:
+            return f"{self.path}[{','.join(self.columns)}]"
+        return self.path if self.array is None else f"{self.path}/{self.array}"
+
+
+@dataclass
+class JobSpec:
+    """What travels to the worker: everything a job's tasks need.
+
+    Attributes
+    ----------
+    name, token : str
+        The job's name and its unique token (task keys, temporaries).
+    source : PointSource or DeferredSource
+        Resolved on the client (metadata only when ``from_blocks``).
+    input : str
+        What the edge store records as its input.
+    output : Output or None
+    min_samples : int
+    backend : {"auto", "cpu", "cuda"}
+    sort_by_weight : bool
+    threads : int or None
+        Reader and writer threads.
+    from_blocks : bool
+        The read task gets the row blocks as arguments (in-memory points,
+        dask arrays).
+    submitted : float
+        time.time() of the submission.
+    attempt : int
+        > 0: resubmitted after its in-memory input was lost.
+    """
+
+    name: str
+    token: str
+    source: Any
+    input: str
+    output: Output | None = None
+    min_samples: int = 1
+    backend: str = "auto"
+    sort_by_weight: bool = False
+    threads: int | None = None
+    from_blocks: bool = False
+    submitted: float = field(default_factory=time.time)
+    attempt: int = 0
+
+    @property
+    def topic(self) -> str:
+        return f"emst-progress-{self.token}"
+
+    def key(self, phase: str) -> str:
+        """The task key of ``phase`` ("read", "boruvka", "write")."""
+        again = f"-again{self.attempt}" if self.attempt else ""
+        return f"emst-{phase}-{self.token}-{slug(self.name)}{again}"
+
+
+def slug(name: str) -> str:
+    """``name`` as it may appear in a task key."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", str(name))[:60] or "job"
+
+
+class Reporter:
+    """``report(phase, **info)``: a Dask event on a worker, and/or a call."""
+
+    def __init__(self, spec: JobSpec, callback=None, on_worker=True):
+        self.topic = spec.topic
+        self.job = spec.name
+        self.callback = callback
+        self.worker = None
+        if on_worker:
+            try:
+                from distributed import get_worker
+
+                self.worker = get_worker()
+            except (ImportError, ValueError):
+                pass
+        self._last = 0.0
+
+    @property
+    def address(self):
+        return None if self.worker is None else self.worker.address
+
+    def __call__(self, phase, **info):
+        info = {k: _plain(v) for k, v in info.items()}
+        if phase in ("read", "write"):  # at most ~10 a second, the last always
+            t = time.monotonic()
+            if 0 < info.get("rows", 0) < info.get("total", 0) and t - self._last < 0.1:
+                return
+            self._last = t
+        if self.worker is not None:
+            try:
+                self.worker.log_event(self.topic, {"phase": phase, "job": self.job,
+                                                   "time": time.time(), **info})
+            except Exception:  # progress must never fail a job
+                log.debug("could not log a progress event", exc_info=True)
+        if self.callback is not None:
+            self.callback(phase, **info)
+
+
+def _plain(v):
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+# --------------------------------------------------------------------------
+# the phases
+# --------------------------------------------------------------------------
+def _source(spec: JobSpec, blocks) -> PointSource:
+    from ..io.source import BlockPoints
+
+    src = spec.source
+    if isinstance(src, DeferredSource):
+        src = src.resolve()
+    if spec.from_blocks:
+        src = BlockPoints(blocks, src)
+    return src
+
+
+def read(spec: JobSpec, blocks, report):
+    """Check what only the worker can see, then stage the points:
+    (array, seconds)."""
+    from ..kernels import resolve_backend
+
+    t0 = time.perf_counter()
+    src = _source(spec, blocks)
+    check_min_samples(spec.min_samples, src.n)
+    if spec.output is not None:  # again here: the worker's view of the files
+        spec.output.check(src.location)
+    backend = resolve_backend(spec.backend)
+    report("start", n=src.n, d=src.d, backend=backend, worker=report.address or "",
+           input=spec.input)
+    staged = stage(src, backend, threads=spec.threads, report=report)
+    return staged, time.perf_counter() - t0
+
+
+def tree(spec: JobSpec, staged, read_seconds, report) -> SpanningTree:
+    """The spanning tree of the staged points (the in-memory core)."""
+    report("tree")
+    t0 = time.perf_counter()
+    t = spanning_tree(staged, spec.min_samples, spec.backend,
+                      sort_by_weight=spec.sort_by_weight, progress=report)
+    t.timings = dict(t.timings or {})
+    t.timings["read"] = float(read_seconds)
+    t.timings["emst"] = time.perf_counter() - t0
+    return t
+
+
+def write(spec: JobSpec, t: SpanningTree, report):
+    """The edge store of ``t``."""
+    return write_edges(spec.output, t, input=spec.input, threads=spec.threads, report=report,
+                       extra_attrs={"job": spec.name, "sorted_by_weight": spec.sort_by_weight})
+
+
+def done(spec: JobSpec, report, t: SpanningTree):
+    report("done", seconds=time.time() - spec.submitted, total_weight=t.total_weight,
+           n_edges=t.n_edges)
+
+
+def _reported(report, fn, *args):
+    """Run a phase; an error is reported on the job's topic, then raised."""
+    try:
+        return fn(*args)
+    except BaseException as exc:
+        report("error", message=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+# --------------------------------------------------------------------------
+# the tasks
+# --------------------------------------------------------------------------
+@refusing
+def read_task(spec: JobSpec, *blocks):
+    apply_settings()
+    report = Reporter(spec)
+    return _reported(report, read, spec, blocks, report)
+
+
+@refusing
+def tree_task(spec: JobSpec, staged):
+    apply_settings()
+    report = Reporter(spec)
+
+    def run():
+        points, seconds = staged
+        t = tree(spec, points, seconds, report)
+        if spec.output is None:
+            t = host_tree(t)
+            done(spec, report, t)
+        return t
+
+    return _reported(report, run)
+
+
+@refusing
+def write_task(spec: JobSpec, t):
+    apply_settings()
+    report = Reporter(spec)
+
+    def run():
+        store = write(spec, t, report)
+        done(spec, report, t)
+        return store
+
+    return _reported(report, run)
+
+
+def run_inline(spec: JobSpec, blocks=(), progress=None):
+    """The whole job in this process (no Dask): read, Borůvka, write."""
+    report = Reporter(spec, callback=progress, on_worker=False)
+
+    def run():
+        staged, seconds = read(spec, blocks, report)
+        t = tree(spec, staged, seconds, report)
+        if spec.output is None:
+            t = host_tree(t)
+            done(spec, report, t)
+            return t
+        store = write(spec, t, report)
+        done(spec, report, t)
+        return store
+
+    try:
+        return _reported(report, run)
+    finally:
+        if spec.output is not None:
+            spec.output.cleanup()
+
+
+def _register_sizeof():
+    try:
+        from dask.sizeof import sizeof
+
+        @sizeof.register(SpanningTree)
+        def _sizeof_tree(t):
+            arrays = (t.source, t.target, t.weight, t.core_distances)
+            return int(sum(a.nbytes for a in arrays if a is not None))
+    except ImportError:  # pragma: no cover
+        pass
+
+
+_register_sizeof()
+
+__all__ = ["DeferredSource", "JobSpec", "Refused", "read_task", "tree_task", "write_task",
+           "run_inline"]

@@ -1,0 +1,338 @@
+"""The partitioned EMST on a Dask cluster: one cloud, P boxes, many workers.
+
+The algorithm is ``emst_dask.partitioned.algorithm``; this module is its
+Dask driver: the source's row blocks read on the workers (never through
+the client), an executor that runs every step as a task on the worker that
+owns the box (``DaskExecutor``), and the output: the certified edges
+written by every box's worker straight into one edge store, or gathered.
+The client only ever holds a sample, per-box summaries and (without
+``out=``) the final edge list.
+
+Every step is a task computed from its inputs, never scattered data, so a
+worker lost at any moment costs the recomputation of what it held (Dask
+reruns it from the read tasks); in-memory points scattered from the client
+are sent again.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+import time
+import uuid
+
+import numpy as np
+
+from ..errors import InputError
+from ..io import resolve_output, resolve_source
+from ..io.checks import check_backend, check_min_samples
+from ..io.source import ArrayPoints, DaskPoints, merge_chunks
+from ..partitioned import steps
+from ..partitioned.algorithm import Partitioned, compute
+from ..partitioned.assemble import assemble_tree
+from ..partitioned.edges import Edges
+from ..partitioned.report import PartitionReport
+from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
+from .faults import Refused, input_lost, lost_error, refusing, unwrap, unwrap_all
+from .partitioned_output import gather_output, write_output
+from .worker import apply_settings
+
+log = logging.getLogger(__name__)
+
+#: the source's rows are read in about this many blocks per box (or worker)
+BLOCKS_PER_BOX = 2
+#: resubmissions of a job whose scattered points died with their worker
+RESUBMIT_LOST_INPUT = 3
+
+
+def _task(fn):
+    """A step as a task: the worker's settings applied, the user's errors
+    carried as ``Refused``."""
+    def task(*args):
+        apply_settings()
+        return fn(*args)
+
+    task.__name__ = fn.__name__
+    return refusing(task)
+
+
+class DaskExecutor:
+    """Runs the algorithm's steps as tasks; box k lives on worker k mod W.
+
+    Each box's tasks prefer its worker but may run elsewhere (if it dies,
+    Dask recomputes what it held elsewhere)."""
+
+    def __init__(self, client, workers: list, token: str):
+        self.client = client
+        self.places = list(workers)
+        self.workers = len(workers)
+        self.token = token
+        self._n = 0
+
+    def owner(self, box):
+        return self.places[box % len(self.places)]
+
+    def _key(self, name, box):
+        self._n += 1
+        tail = "" if box is None else f"-{box}"
+        return f"emst-part-{self.token}-{name or 'step'}{tail}-{self._n}"
+
+    def submit(self, fn, *args, box=None, name=""):
+        kw = dict(pure=False, key=self._key(name, box))
+        if box is not None:
+            kw.update(workers=[self.owner(box)], allow_other_workers=True)
+        return self.client.submit(_task(fn), *args, **kw)
+
+    def item(self, handle, key, box=None):
+        kw = dict(pure=False, key=self._key(f"item{key}", box))
+        if box is not None:
+            kw.update(workers=[self.owner(box)], allow_other_workers=True)
+        return self.client.submit(refusing(operator.getitem), handle, key, **kw)
+
+    def gather(self, handles):
+        return unwrap_all(self.client.gather(list(handles)))
+
+    def wait(self, handles):
+        from distributed import wait
+
+        wait(list(handles))
+        # a read error surfaces here, before the next phase is submitted
+        self.gather([self.client.submit(_refusal_of, h, pure=False) for h in handles])
+
+    def shuffle_bytes(self, split, boxes):
+        where = self.client.who_has(list(split) + list(boxes))
+        sizes = self.gather([self.submit(steps.piece_sizes, s) for s in split])
+        moved = 0
+        for s, size in zip(split, sizes):
+            made = set(where.get(s.key, ()))
+            for b, nbytes in size.items():
+                if not made & set(where.get(boxes[b].key, ())):
+                    moved += nbytes
+        return int(moved)
+
+
+def _refusal_of(value):
+    """The ``Refused`` a task returned, else None (nothing else moves)."""
+    return value if isinstance(value, Refused) else None
+
+
+# --------------------------------------------------------------------------
+# read
+# --------------------------------------------------------------------------
+def read_blocks(client, src, workers: list, P: int, token: str) -> list:
+    """Futures of the source's row blocks, spread over the workers."""
+    nb = max(1, BLOCKS_PER_BOX * max(P, len(workers)))
+    if isinstance(src, ArrayPoints):
+        cuts = np.linspace(0, src.n, max(1, min(src.n, nb)) + 1).astype(np.int64)
+        futs = []
+        for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            w = workers[i % len(workers)]
+            data = client.scatter(np.asarray(src.data[a:b]), workers=[w], hash=False)
+            futs.append(client.submit(_task(steps.array_block), data, int(a), src.where,
+                                      src.compute_dtype, key=f"emst-part-{token}-block-{i}",
+                                      workers=[w], pure=False))
+        return futs
+    if isinstance(src, DaskPoints):
+        delayed = client.compute(src.delayed_blocks())
+        return [client.submit(_task(steps.array_block), blk, a, src.where, src.compute_dtype,
+                              key=f"emst-part-{token}-read-{i}", pure=False)
+                for i, (blk, (a, _)) in enumerate(zip(delayed, src.chunks))]
+    blocks = [(a, b) for a, b in merge_chunks(src.chunks, max(1, src.n // nb)) if b > a]
+    return [client.submit(_task(steps.read_block), src, a, b, key=f"emst-part-{token}-read-{i}",
+                          workers=[workers[i % len(workers)]], allow_other_workers=True,
+                          pure=False)
+            for i, (a, b) in enumerate(blocks)]
+
+
+def worker_memory(client, backend) -> int | None:
+    """Smallest memory per worker that a box may fill: GPU memory on CUDA
+    workers, else the worker's memory limit (None when unknown)."""
+    def device_total():
+        from ..kernels import cuda_available, resolve_backend
+
+        if resolve_backend(backend) == "cuda" and cuda_available():
+            import cupy
+
+            return int(cupy.cuda.Device().mem_info[1])
+        return None
+
+    try:
+        dev = client.run(device_total)
+    except Exception:
+        dev = {}
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    mems = [int(dev.get(w) or wi.get("memory_limit") or 0) for w, wi in info.items()]
+    mems = [m for m in mems if m]
+    return min(mems) if mems else None
+
+
+def choose_partitions(partitions, n: int, d: int, dtype, client, backend) -> int:
+    """P from ``partitions`` ("auto" or an int), bounded by n and the workers."""
+    partitions = check_partitions(partitions)
+    workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    if partitions == "auto":
+        return auto_partitions(n, d, dtype, worker_memory(client, backend))
+    return bound_partitions(partitions, n, workers)
+
+
+# --------------------------------------------------------------------------
+# the driver
+# --------------------------------------------------------------------------
+def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto",
+                     sort_by_weight=False, output=None, max_rounds=8, seed=0):
+    """Exact EMST of a resolved ``source`` split into P boxes over the
+    workers of ``client``.
+
+    Parameters
+    ----------
+    source : PointSource
+    client : distributed.Client
+    partitions : int or "auto"
+    min_samples : int
+    backend : {"auto", "cpu", "cuda"}
+    sort_by_weight : bool
+    output : Output, optional
+        Checked; the workers write the edge store there.
+    max_rounds, seed : int
+
+    Returns
+    -------
+    SpanningTree (host arrays) with ``.report``, or EdgeStore with
+    ``attrs["partitioned"]``.
+    """
+    from ..distributed.client import workers_of
+
+    attempt = 0
+    try:
+        while True:
+            workers = workers_of(client)
+            if not workers:
+                raise InputError("the cluster has no workers")
+            try:
+                with client.as_current():
+                    return _run(source, client, workers, partitions, min_samples, backend,
+                                sort_by_weight, output, max_rounds, seed)
+            except InputError:
+                raise
+            except Exception as exc:
+                scattered = isinstance(source, ArrayPoints)
+                if input_lost(exc, scattered) and attempt < RESUBMIT_LOST_INPUT \
+                        and workers_of(client):
+                    attempt += 1
+                    log.warning("partitioned job: its in-memory points died with a worker; "
+                                "running it again (%d)", attempt)
+                    continue
+                lost = lost_error("partitioned", output, exc)
+                if lost is not None:
+                    raise lost from exc
+                raise
+    finally:
+        if output is not None and output.local is not None:
+            output.cleanup()
+
+
+def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight, output,
+         max_rounds, seed):
+    token = uuid.uuid4().hex[:8]
+    n, d, dtype = src.n, src.d, src.compute_dtype
+    k = check_min_samples(min_samples, n)
+    P = choose_partitions(partitions, n, d, dtype, client, backend)
+    report = PartitionReport(partitions=P, workers=len(workers))
+    t0 = time.perf_counter()
+    if n < 2:
+        tree = assemble_tree([], Edges.empty(dtype), n, d, dtype, k, _backend_name(backend),
+                             [], sort_by_weight, {})
+        tree.report = report
+        return tree if output is None else write_output_small(client, output, tree, report,
+                                                              src.describe())
+    ex = DaskExecutor(client, workers, token)
+    blocks = read_blocks(client, src, workers, P, token)
+    ex.wait(blocks)
+    report.seconds["read"] = time.perf_counter() - t0
+    res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
+                               max_rounds=max_rounds)
+    del blocks
+    t1 = time.perf_counter()
+    try:
+        if output is not None and output.kind == "zarr" and not sort_by_weight:
+            return write_output(ex, res, output, src.describe(), t1)
+        return gather_output(ex, res, output, src.describe(), sort_by_weight, t1)
+    finally:
+        report.seconds["output"] = time.perf_counter() - t1
+
+
+def _backend_name(backend):
+    from ..kernels import resolve_backend
+
+    return resolve_backend(backend)
+
+
+def write_output_small(client, output, tree, report, where):
+    """The (empty) tree of n < 2 points to ``output``."""
+    from ..io import write_edges
+
+    return write_edges(output, tree, input=where,
+                       extra_attrs={"partitioned": report.as_dict()})
+
+
+def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
+         backend="auto", sort_by_weight=False, columns=None, array=None, overwrite=False,
+         storage_options=None, out_storage_options=None, zarr_format=3, chunk_rows=None,
+         progress=None, name=None, threads=None, timeout=None):
+    """``emst_dask.emst`` with ``partitions=``, on a cluster.
+
+    ``client=False`` runs the partitioned algorithm in this process (in-memory
+    points only; ``emst_dask.partitioned.emst_partitioned``).  With
+    ``partitions="auto"`` deciding on one box, the job takes the ordinary
+    one-worker path of ``emst_dask.distributed.service``.
+    """
+    from . import service
+    from .client import client_for
+
+    partitions = check_partitions(partitions)
+    check_backend(backend)
+    check_min_samples(min_samples, 0)
+    if client is False:
+        return _in_process(source, partitions, min_samples, backend, sort_by_weight, out)
+    src = resolve_source(source, array=array, columns=columns, storage_options=storage_options)
+    check_min_samples(min_samples, src.n)
+    if partitions != "auto":  # the bound by n before any cluster; by workers on it
+        bound_partitions(partitions, src.n, None)
+    output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
+                            chunk_rows=chunk_rows, storage_options=out_storage_options,
+                            source_location=src.location)
+    n_workers = None
+    if isinstance(partitions, int) and client is None:
+        import os
+
+        from ..kernels import cuda_available
+
+        if backend == "cpu" or not cuda_available():
+            n_workers = max(1, min(partitions, os.cpu_count() or 1))
+    with client_for(client, backend=backend, n_workers=n_workers) as cl:
+        if partitions == "auto" and choose_partitions("auto", src.n, src.d, src.compute_dtype,
+                                                      cl, backend) == 1:
+            return service.emst(source, client=cl, out=out, min_samples=min_samples,
+                                backend=backend, sort_by_weight=sort_by_weight,
+                                progress=progress, columns=columns, array=array,
+                                overwrite=overwrite, storage_options=storage_options,
+                                out_storage_options=out_storage_options,
+                                zarr_format=zarr_format, chunk_rows=chunk_rows, name=name,
+                                threads=threads, timeout=timeout)
+        return emst_partitioned(src, client=cl, partitions=partitions,
+                                min_samples=min_samples, backend=backend,
+                                sort_by_weight=sort_by_weight, output=output)
+
+
+def _in_process(source, partitions, min_samples, backend, sort_by_weight, out):
+    from ..io.source import is_in_memory
+    from ..partitioned import emst_partitioned as local
+
+    if out is not None:
+        raise InputError("client=False with partitions= returns the tree; out= needs a cluster")
+    if not is_in_memory(source):
+        raise InputError("client=False with partitions= takes in-memory points")
+    P = 1 if partitions == "auto" else partitions
+    return local(source, P, min_samples, backend, sort_by_weight=sort_by_weight)
+
+
+__all__ = ["DaskExecutor", "emst", "emst_partitioned", "choose_partitions", "unwrap"]

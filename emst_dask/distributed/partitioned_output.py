@@ -1,0 +1,139 @@
+"""The output phase of the partitioned EMST on a cluster.
+
+``write_output``: every box's worker writes its certified edges into one
+edge store (the whole chunks of its row range) while one finishing task
+writes the chunks two ranges share, the phase-2 edges, the core distances
+and the attributes, ``complete`` last.  Every task here can be rerun (a
+worker died): the store's temporary location is the job's own, creating it
+again keeps what is there, writes are idempotent, and a finisher rerun
+after the store was moved into place finds it there.
+
+``gather_output``: the edges come to the client as one tree, or (a sorted
+store, an ``.npy``) to one worker, which writes them.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..io.edge_store import edge_attrs, write_edges
+from ..io.output import zarr_group_attrs
+from ..io.shared_store import (create_shared_store, finish_shared_store, shared_chunk_rows,
+                               shared_rest_rows, write_shared_rows)
+from ..partitioned import steps
+from ..partitioned.algorithm import Partitioned
+from ..partitioned.assemble import assemble_tree
+
+
+def _create(output, n_edges, dtype):
+    # wall clock: the finisher (usually this worker) times the output phase
+    return create_shared_store(output, n_edges, np.dtype(dtype)), time.time()
+
+
+def _write_box(created, solved, at, dtype):
+    """A box's certified edges into rows [at, ...): the whole chunks here,
+    the rest returned; and their weight sum (float64)."""
+    store, _t0 = created
+    e = solved[0].certified
+    w = np.sqrt(e.w2.astype(np.dtype(dtype), copy=False))
+    return write_shared_rows(store, at, e.u, e.v, w), float(w.sum(dtype=np.float64))
+
+
+def _finish(created, attrs, forest, at, n, dtype, cores, *written):
+    store, t_output = created
+    out = store.output
+    if out.local is not None and not os.path.exists(store.where):
+        # a rerun of this task after its first run moved the store into place
+        there = zarr_group_attrs(out.local) or {}
+        if there.get("job") == out.token and there.get("complete") is True:
+            from ..io.edge_store import EdgeStore
+
+            return EdgeStore(out.local, there)
+        raise RuntimeError(f"{out}: the partitioned job's store vanished before it was "
+                           "finished; this is a bug, please report it")
+    dtype = np.dtype(dtype)
+    if at + len(forest) != store.n_edges:
+        raise RuntimeError(f"partitioned EMST: {at} certified + {len(forest)} phase-2 "
+                           f"edges, expected {store.n_edges}; this is a bug, please report it")
+    rests = [r for rest, _ in written for r in rest]
+    total = sum(t for _, t in written)
+    if len(forest):
+        w = np.sqrt(forest.w2.astype(dtype, copy=False))
+        rests.append((at, forest.u, forest.v, w))
+        total += float(w.sum(dtype=np.float64))
+    core = None
+    if cores:
+        core = np.empty(n, dtype)
+        for gids, c in cores:
+            core[gids] = np.sqrt(c)
+    output = max(0.0, time.time() - t_output)
+    attrs = dict(attrs, timings=dict(attrs["timings"], output=output))
+    rep = dict(attrs["extra"]["partitioned"])
+    rep["seconds"] = dict(rep["seconds"], output=output)
+    attrs["extra"] = dict(attrs["extra"], partitioned=rep)
+    return finish_shared_store(store, rests, edge_attrs(total_weight=total, dtype=dtype,
+                                                        **attrs), core)
+
+
+def write_output(ex, res: Partitioned, output, where: str, t_start: float):
+    """Every box's worker writes its certified edges into one edge store."""
+    report = res.report
+    dtype = np.dtype(res.dtype)
+    counts = [int(i["certified"]) for i in res.infos]
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    created = ex.submit(_create, output, res.n - 1, dtype.str, box=0, name="create")
+    C = shared_chunk_rows(res.n - 1, output.chunk_rows)
+    per_edge = 16 + dtype.itemsize
+    report.bytes_moved["output"] = int(sum(
+        shared_rest_rows(int(offsets[b]), counts[b], C) * per_edge
+        for b in range(len(counts)) if ex.owner(b) != ex.owner(0)))
+    report.exchanges += 1
+    written = [ex.submit(_write_box, created, s, int(offsets[b]), dtype.str, box=b,
+                         name="write") for b, s in enumerate(res.solved)]
+    report.seconds["output"] = time.perf_counter() - t_start
+    attrs = dict(n=res.n, d=res.d, n_edges=res.n - 1, min_samples=res.min_samples,
+                 backend=res.backend, iterations=0, timings=dict(report.seconds), input=where,
+                 extra={"partitioned": report.as_dict(), "job": output.token})
+    fut = ex.submit(_finish, created, attrs, res.forest, int(offsets[-1]), res.n, dtype.str,
+                    list(res.cores or []), *written, box=0, name="finish")
+    return ex.gather([fut])[0]
+
+
+def _write_gathered(output, tree_args, report, where, *certified):
+    tree = assemble_tree(certified, *tree_args)
+    tree.report = report
+    return write_edges(output, tree, input=where, extra_attrs={"partitioned": report.as_dict()})
+
+
+def gather_output(ex, res: Partitioned, output, where: str, sort_by_weight: bool,
+                  t_start: float):
+    """The tree on the client; or, with an output, written by one worker."""
+    report = res.report
+    dtype = np.dtype(res.dtype)
+    certified = [ex.submit(steps.certified_edges, s, box=b, name="certified")
+                 for b, s in enumerate(res.solved)]
+    per_edge = 16 + dtype.itemsize
+    report.exchanges += 1
+    if output is not None:  # sorted edges or .npy: one worker gathers and writes them
+        report.bytes_moved["output"] = int(sum(
+            i["certified"] * per_edge for b, i in enumerate(res.infos)
+            if ex.owner(b) != ex.owner(0)))
+        report.seconds["output"] = time.perf_counter() - t_start
+        cores = ex.gather(res.cores) if res.cores else []
+        tree_args = (ex.gather([res.forest])[0], res.n, res.d, dtype.str, res.min_samples,
+                     res.backend, cores, sort_by_weight, report.seconds)
+        fut = ex.submit(_write_gathered, output, tree_args, report, where, *certified, box=0,
+                        name="write")
+        return ex.gather([fut])[0]
+    parts = ex.gather(certified)
+    cores = ex.gather(res.cores) if res.cores else []
+    forest = ex.gather([res.forest])[0]
+    report.bytes_moved["output"] = int(sum(i["certified"] for i in res.infos) * per_edge)
+    report.seconds["output"] = time.perf_counter() - t_start
+    tree = assemble_tree(parts, forest, res.n, res.d, dtype, res.min_samples, res.backend,
+                         cores, sort_by_weight, report.seconds)
+    tree.timings = dict(report.seconds)
+    tree.report = report
+    return tree

@@ -1,0 +1,377 @@
+"""The Dask service: EMST jobs on Dask workers, Zarr snapshots to edge stores.
+
+``emst(source, client=..., out=...)`` checks the job on the client (the
+source resolved, the output checked, the parameters), submits its three
+tasks (``job``) to the least-loaded worker, relays its progress and returns
+the tree or the ``EdgeStore``.  The tasks are pinned (loosely) to one
+worker, so the staged points and the tree never move; if that worker dies,
+Dask reruns the job elsewhere from its input, and in-memory points that
+died with it are sent again by the client.  ``submit`` publishes a job's
+last future on the scheduler, so the job runs on when its client leaves;
+``get_job(name, client)`` finds it later.  When a job ends, success or
+failure, nothing of its dead attempts is left beside its output.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..io import resolve_output, resolve_source
+from ..io.checks import check_backend, check_min_samples
+from ..io.output import new_token
+from ..io.paths import is_pathlike, local_path
+from ..io.source import DaskPoints, is_in_memory, parse_columns
+from ..progress import ProgressBar, Relay
+from .client import client_for, connect, pick_worker, workers_may_see_other_files, workers_of
+from .faults import Refused, input_lost, lost_error, unwrap
+from .job import DeferredSource, JobSpec, read_task, run_inline, slug, tree_task, write_task
+
+log = logging.getLogger(__name__)
+
+#: prefix of the published-dataset name of a detached job
+DATASET_PREFIX = "emst-job-"
+#: resubmissions of a job whose in-memory input died with its worker
+RESUBMIT_LOST_INPUT = 3
+
+
+@dataclass
+class Prepared:
+    """A job checked on the client: its spec, and the data that travels
+    beside it (in-memory points to scatter, or a dask array's source)."""
+
+    spec: JobSpec
+    data: Any = None
+
+    @property
+    def scattered(self) -> bool:
+        return self.spec.from_blocks and not isinstance(self.data, DaskPoints)
+
+
+def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
+            sort_by_weight=False, columns=None, array=None, overwrite=False,
+            storage_options=None, out_storage_options=None, zarr_format=3,
+            chunk_rows=None, threads=None, remote_ok=False) -> Prepared:
+    """Check a job on the client and describe it; nothing is read.
+
+    ``remote_ok``: a local path the client cannot see is left to the worker
+    to resolve (a cluster whose workers see other files than the client),
+    and so is the output's check.
+    """
+    check_backend(backend)
+    check_min_samples(min_samples, 0)
+    token = new_token()
+    columns = parse_columns(columns)
+    data, from_blocks = None, False
+    loc = local_path(source) if is_pathlike(source) else None
+    if loc is not None and remote_ok and not os.path.exists(loc):
+        src = DeferredSource(loc, array, columns, storage_options)
+        job_source, where, location = src, src.describe(), loc
+    else:
+        src = resolve_source(source, array=array, columns=columns,
+                             storage_options=storage_options)
+        check_min_samples(min_samples, src.n)
+        where, location = src.describe(), src.location
+        if is_in_memory(source) or isinstance(src, DaskPoints):
+            data, from_blocks = src, True
+            job_source = src.metadata()
+            if not isinstance(src, DaskPoints):
+                job_source.chunks = [(0, src.n)]  # scattered as one block
+        else:
+            job_source = src
+    out_local = local_path(out) if is_pathlike(out) else None
+    # a parent this client cannot see may be the workers': they check it
+    here = not (remote_ok and out_local is not None
+                and not os.path.isdir(os.path.dirname(out_local)))
+    output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
+                            chunk_rows=chunk_rows, storage_options=out_storage_options,
+                            source_location=location, token=token, check=here)
+    if name is None:
+        base = os.path.basename(os.fspath(source).rstrip("/")) if is_pathlike(source) \
+            else "job"
+        name = f"{slug(base)}-{token}"
+    spec = JobSpec(name=str(name), token=token, source=job_source, input=where, output=output,
+                   min_samples=int(min_samples), backend=backend,
+                   sort_by_weight=bool(sort_by_weight), threads=threads,
+                   from_blocks=from_blocks)
+    return Prepared(spec, data)
+
+
+def _block_args(client, prep: Prepared, worker):
+    """The read task's block arguments: scattered points, or the dask array's
+    block futures (computed by the cluster, moved to the worker by Dask)."""
+    if not prep.spec.from_blocks:
+        return []
+    src = prep.data
+    if isinstance(src, DaskPoints):
+        return client.compute(src.delayed_blocks())
+    return [client.scatter(np.asarray(src.data), workers=[worker] if worker else None,
+                           hash=False)]
+
+
+def submit_chain(client, prep: Prepared, worker=None):
+    """Submit the job's tasks; the future of its result."""
+    spec = prep.spec
+    kw = dict(pure=False, workers=[worker], allow_other_workers=True) if worker \
+        else dict(pure=False)
+    args = _block_args(client, prep, worker)
+    staged = client.submit(read_task, spec, *args, key=spec.key("read"), priority=0, **kw)
+    tree = client.submit(tree_task, spec, staged, key=spec.key("boruvka"), priority=1, **kw)
+    if spec.output is None:
+        return tree
+    return client.submit(write_task, spec, tree, key=spec.key("write"), priority=2, **kw)
+
+
+def cleanup(client, spec: JobSpec):
+    """Remove the temporaries of all of a job's attempts (here, where the
+    output is visible; else on a worker)."""
+    out = spec.output
+    if out is None or out.local is None:
+        return
+    if os.path.isdir(os.path.dirname(out.local)):
+        out.cleanup()
+    elif client is not None:
+        with contextlib.suppress(Exception):
+            client.submit(out.cleanup, pure=False).result(timeout=30)
+
+
+def run_job(cl, prep: Prepared, timeout=None):
+    """Submit the job, wait for it (sending lost in-memory input again); its
+    result, or its error in the user's terms."""
+    spec = prep.spec
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            fut = submit_chain(cl, prep, pick_worker(cl))
+            try:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                return unwrap(fut.result(timeout=left))
+            except InputError:
+                raise
+            except BaseException as exc:
+                fut.cancel()
+                if input_lost(exc, prep.scattered) and spec.attempt < RESUBMIT_LOST_INPUT \
+                        and workers_of(cl):
+                    spec.attempt += 1
+                    log.warning("job %s: its input died with its worker; submitting it "
+                                "again (%d)", spec.name, spec.attempt)
+                    continue
+                lost = lost_error(spec.name, spec.output, exc)
+                if lost is not None:
+                    raise lost from exc
+                raise
+    finally:
+        cleanup(cl, spec)
+
+
+def progress_callback(progress, label):
+    """(callback, bar to close) for ``progress`` = True, a callable or None."""
+    if progress is None or progress is False:
+        return None, None
+    if progress is True:
+        bar = ProgressBar(label)
+        return bar, bar
+    if callable(progress):
+        return progress, None
+    raise InputError(f"progress must be True, False, None or a callable, got {progress!r}")
+
+
+def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
+         sort_by_weight=False, progress=None, columns=None, array=None,
+         overwrite=False, name=None, storage_options=None, out_storage_options=None,
+         zarr_format=3, chunk_rows=None, threads=None, timeout=None):
+    """The EMST of a point source, computed by a Dask worker (or in this process).
+
+    Parameters are those of ``emst_dask.emst``; ``client`` as in
+    ``emst_dask.distributed.client``: in-memory points without a client run
+    in this process.
+
+    Returns
+    -------
+    SpanningTree (host arrays), or EdgeStore with ``out=``.
+    """
+    if client is None and is_in_memory(source):
+        client = False
+    options = dict(out=out, name=name, min_samples=min_samples, backend=backend,
+                   sort_by_weight=sort_by_weight, columns=columns, array=array,
+                   overwrite=overwrite, storage_options=storage_options,
+                   out_storage_options=out_storage_options, zarr_format=zarr_format,
+                   chunk_rows=chunk_rows, threads=threads)
+    if client is None:  # check before an embedded cluster is started for nothing
+        prepare(source, **options)
+    with client_for(client, inline_ok=True, backend=backend) as cl:
+        prep = prepare(source, remote_ok=workers_may_see_other_files(cl), **options)
+        callback, bar = progress_callback(progress, prep.spec.name)
+        if cl is None:
+            blocks = []
+            if prep.scattered:
+                blocks = [prep.data.data]
+            elif prep.spec.from_blocks:  # a dask array, computed here
+                prep.spec.source, prep.spec.from_blocks = prep.data, False
+            try:
+                return run_inline(prep.spec, blocks, progress=callback)
+            finally:
+                if bar:
+                    bar.close()
+        relay = Relay(cl, prep.spec.topic, callback) if callback else None
+        try:
+            res = run_job(cl, prep, timeout)
+            if relay:
+                relay.wait_done()
+            return res
+        finally:
+            if relay:
+                relay.close()
+            if bar:
+                bar.close()
+
+
+# --------------------------------------------------------------------------
+# detached jobs
+# --------------------------------------------------------------------------
+class Job:
+    """A job running on a Dask cluster.
+
+    ``name``; ``status()``: "queued", "running", "finished", "error",
+    "cancelled" or "lost"; ``phase()``: the last progress event (dict);
+    ``result(timeout)``: the ``EdgeStore`` (with ``out=``) or the
+    ``SpanningTree``; ``cancel()``; ``forget()`` unpublishes it.
+    """
+
+    def __init__(self, name, future, client, info=None, published=False):
+        self.name = name
+        self.future = future
+        self.client = client
+        self.info = dict(info or {})
+        self.published = published
+
+    @property
+    def topic(self):
+        return self.info.get("topic")
+
+    def events(self) -> list:
+        """Every progress event so far (dicts)."""
+        if not self.topic:
+            return []
+        return [msg for _, msg in self.client.get_events(self.topic)]
+
+    def phase(self) -> dict | None:
+        """The last progress event."""
+        ev = self.events()
+        return dict(ev[-1]) if ev else None
+
+    def status(self) -> str:
+        st = self.future.status
+        if st == "pending":
+            return "running" if self.events() else "queued"
+        if st == "finished" and isinstance(self.future.result(), Refused):
+            return "error"
+        return st
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self, timeout=None):
+        """The job's result; its error in the user's terms."""
+        try:
+            return unwrap(self.future.result(timeout=timeout))
+        except InputError:
+            raise
+        except Exception as exc:
+            lost = lost_error(self.name, self.info.get("out"), exc)
+            if lost is not None:
+                raise lost from exc
+            raise
+        finally:
+            if self.future.done() and self.info.get("output") is not None:
+                spec = JobSpec(self.name, self.info["token"], None, "",
+                               output=self.info["output"])
+                cleanup(self.client, spec)
+
+    def cancel(self):
+        self.future.cancel()
+
+    def forget(self):
+        """Unpublish the job (it is then released when no client holds it)."""
+        if self.published:
+            with contextlib.suppress(KeyError):
+                self.client.unpublish_dataset(DATASET_PREFIX + self.name)
+            self.published = False
+
+    def __repr__(self):
+        return f"Job({self.name!r}, status={self.status()!r}, out={self.info.get('out')!r})"
+
+
+def submit(source, *, out=None, client=None, name=None, min_samples=1, backend="auto",
+           sort_by_weight=False, columns=None, array=None, overwrite=False,
+           storage_options=None, out_storage_options=None, zarr_format=3, chunk_rows=None,
+           threads=None, progress=None) -> Job:
+    """Start a detached job and return its ``Job`` at once.
+
+    The job's result future is published on the scheduler under the job's
+    name, so it runs on after this client disconnects; another client finds
+    it with ``get_job(name, client)``.  Give ``out=`` so the result is an
+    edge store on disk rather than a tree held in cluster memory.
+    """
+    from distributed import default_client
+
+    if client is None:
+        try:
+            client = default_client()
+        except ValueError:
+            raise InputError("submit needs a Dask cluster that outlives this process: pass "
+                             "client=Client(...) or a scheduler address") from None
+    cl, _own = connect(client)
+    if name is not None and DATASET_PREFIX + str(name) in cl.list_datasets():
+        raise InputError(f"a job named {name!r} exists on this scheduler; choose another "
+                         "name or forget it first")
+    prep = prepare(source, out=out, name=name, min_samples=min_samples, backend=backend,
+                   sort_by_weight=sort_by_weight, columns=columns, array=array,
+                   overwrite=overwrite, storage_options=storage_options,
+                   out_storage_options=out_storage_options, zarr_format=zarr_format,
+                   chunk_rows=chunk_rows, threads=threads,
+                   remote_ok=workers_may_see_other_files(cl))
+    spec = prep.spec
+    info = {"topic": spec.topic, "out": None if spec.output is None else str(spec.output),
+            "output": spec.output, "input": spec.input, "submitted": spec.submitted,
+            "token": spec.token, "min_samples": spec.min_samples}
+    # claim the name first: of two jobs submitted with one name at once,
+    # one publishes and the other is told, before anything runs
+    try:
+        cl.publish_dataset(**{DATASET_PREFIX + spec.name: {"future": None, "info": info}})
+    except KeyError:
+        raise InputError(f"a job named {spec.name!r} exists on this scheduler; choose "
+                         "another name or forget it first") from None
+    callback, _bar = progress_callback(progress, spec.name)
+    if callback:
+        Relay(cl, spec.topic, callback)
+    fut = submit_chain(cl, prep, pick_worker(cl))
+    cl.publish_dataset(**{DATASET_PREFIX + spec.name: {"future": fut, "info": info}},
+                       override=True)
+    return Job(spec.name, fut, cl, info, published=True)
+
+
+def get_job(name: str, client) -> Job:
+    """The detached job ``name`` (from ``submit``), seen from ``client``."""
+    cl, _own = connect(client)
+    try:
+        data = cl.get_dataset(DATASET_PREFIX + name)
+    except KeyError:
+        raise LookupError(f"no job named {name!r} on this scheduler; jobs: "
+                          f"{', '.join(list_jobs(cl)) or 'none'}") from None
+    if data["future"] is None:
+        raise LookupError(f"job {name!r} is being submitted; ask again in a moment")
+    return Job(name, data["future"], cl, data["info"], published=True)
+
+
+def list_jobs(client) -> list:
+    """Names of the detached jobs published on the scheduler."""
+    cl, _own = connect(client)
+    return sorted(str(k)[len(DATASET_PREFIX):] for k in cl.list_datasets()
+                  if str(k).startswith(DATASET_PREFIX))

@@ -1,0 +1,228 @@
+"""The single-tree Borůvka EMST, written once against a kernel set.
+
+The control flow, the invariants and the phase names follow the paper
+(Prokopenko, Sao, Lebrun-Grandié, ICPP 2022):
+
+1. ``construct_bvh``: Morton codes, stable sort, radix-tree hierarchy, boxes.
+2. ``compute_core_distances`` (mutual reachability only): k-NN on the tree.
+3. Borůvka iterations until one component is left, each made of
+   ``reduce_labels``, ``compute_upper_bounds``,
+   ``find_component_outgoing_edges``, ``reduce_component_minima`` and
+   ``merge_components``.
+
+A kernel set (``emst_dask.kernels.protocol.KernelSet``) supplies the array
+module and one function per phase; the CPU (numba) and CUDA (CuPy) sets
+differ in how they compute a phase, never in what it means.  Everything is
+squared distance internally, on the exactly scaled cloud of
+``emst_dask.engine.scaling``; the square root is taken once on output.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .scaling import bounds, ldexp, scale_exactly
+
+#: the largest supported dimension (64-bit Morton codes: at least 7 bits/axis)
+MAX_DIM = 8
+
+
+@dataclass
+class Timers:
+    """Named wall-clock timers per phase (seconds), one per phase.
+
+    ``sync`` is called before reading the clock so that asynchronous device
+    work is attributed to the phase that launched it.  When ``enabled`` is
+    False no synchronisation happens at all.
+    """
+
+    sync: Callable[[], None] = lambda: None
+    enabled: bool = True
+    seconds: dict[str, float] = field(default_factory=dict)
+    _t0: float = 0.0
+
+    def start(self) -> None:
+        """Start the clock (after the device's queued work)."""
+        if self.enabled:
+            self.sync()
+            self._t0 = time.perf_counter()
+
+    def stop(self, name: str) -> None:
+        """Add the time since ``start`` (or the last ``stop``) to ``name``."""
+        if self.enabled:
+            self.sync()
+            t = time.perf_counter()
+            self.seconds[name] = self.seconds.get(name, 0.0) + t - self._t0
+            self._t0 = t
+
+
+@dataclass
+class BoruvkaResult:
+    """Raw engine output, in the kernel set's array module.
+
+    Attributes
+    ----------
+    source, target : (n-1,) int64
+        Input rows of each edge's ends.
+    weight2 : (n-1,) float
+        Squared weights in the *scaled* frame.
+    core2 : (n,) float or None
+        Squared core distances in input-row order (scaled frame).
+    exponent : int
+        The coordinates were multiplied by ``2**exponent``.
+    iterations : int
+    components : list of int
+        Component count before each iteration and at the end.
+    timings : dict
+        Seconds per phase.
+    """
+
+    source: Any
+    target: Any
+    weight2: Any
+    core2: Any
+    exponent: int
+    iterations: int
+    components: list
+    timings: dict
+
+
+def construct_bvh(K, points, timers: Timers, box=None):
+    """Morton codes, stable sort and the radix tree with its boxes.
+
+    Parameters
+    ----------
+    K : kernel set
+    points : (n, d) float array of ``K.xp``
+    timers : Timers
+    box : (lo, hi) float64 (d,) of the points, when already known
+
+    Returns
+    -------
+    The kernel set's BVH, whose ``orig`` maps tree positions to input rows.
+    """
+    n, d = points.shape
+    timers.start()
+    lo, hi = bounds(K, points)[:2] if box is None else box
+    bits = 63 // d
+    ext = hi - lo
+    with np.errstate(divide="ignore"):
+        scale = np.where(ext > 0, (2.0**bits) / np.where(ext > 0, ext, 1.0), 0.0)
+    codes = K.morton_codes(points, lo, scale, bits)
+    timers.stop("morton_codes")
+    perm = K.sort_by_code(codes)
+    codes = codes[perm]
+    timers.stop("sort")
+    bvh = K.build_bvh(points, codes, perm)
+    timers.stop("build_hierarchy")
+    del codes
+    return bvh
+
+
+def boruvka(K, points, min_samples: int = 1, *, core_distances2=None, progress=None,
+            timers: Timers | None = None) -> BoruvkaResult:
+    """Exact (mutual-reachability) MST of ``points`` with kernel set ``K``.
+
+    Parameters
+    ----------
+    K : kernel set (``emst_dask.kernels.get_kernels``)
+    points : (n, d) float32/float64 array of ``K.xp``, validated, finite
+    min_samples : int
+        k_pts of HDBSCAN*, counting the point itself (1: Euclidean).
+    core_distances2 : (n,) float, optional
+        Squared core distances known from elsewhere (a partition's points
+        need neighbours across its faces), input units and order; replace
+        the local k-NN computation.  Squared, so no rounding is added.
+    progress : callable(phase: str, **info), optional
+    timers : Timers, optional
+
+    Returns
+    -------
+    BoruvkaResult
+    """
+    xp = K.xp
+    n, d = points.shape
+    timers = timers or Timers(sync=K.synchronize)
+    dtype = points.dtype
+    if n <= 1:
+        e = xp.zeros(0, np.int64)
+        core2 = xp.zeros(n, dtype) if min_samples > 1 else None
+        return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 0, 0, [n], {})
+
+    points, exponent, box = scale_exactly(K, points)
+    bvh = construct_bvh(K, points, timers, box)
+    mrd = min_samples > 1 or core_distances2 is not None
+    if core_distances2 is not None:
+        core2 = ldexp(K, core_distances2, 2 * exponent, dtype)[bvh.orig]
+    elif mrd:
+        timers.start()
+        core2 = K.compute_core_distances(bvh, min_samples)
+        timers.stop("compute_core_distances")
+        if progress:
+            progress("core_distances", k=min_samples)
+    else:
+        core2 = xp.zeros(n, dtype)
+
+    timers.start()
+    state = K.init_boruvka(bvh, core2, mrd)
+    timers.stop("init_boruvka")
+    n_edges = 0
+    iterations = 0
+    components = [n]
+    while n_edges < n - 1:
+        timers.start()
+        K.reduce_labels(bvh, state)
+        timers.stop("reduce_labels")
+        K.compute_upper_bounds(bvh, state)
+        timers.stop("compute_upper_bounds")
+        K.find_component_outgoing_edges(bvh, state)
+        timers.stop("find_component_outgoing_edges")
+        K.reduce_component_minima(bvh, state)
+        timers.stop("reduce_component_minima")
+        new_edges = K.merge_components(bvh, state)
+        timers.stop("merge_components")
+        if new_edges <= n_edges:
+            raise RuntimeError(
+                f"Boruvka made no progress at iteration {iterations} "
+                f"({n - n_edges} components); this is a bug, please report it")
+        n_edges = new_edges
+        iterations += 1
+        components.append(n - n_edges)
+        if progress:
+            progress("iteration", iteration=iterations, components=n - n_edges)
+
+    src, dst, w2 = K.finalize_edges(bvh, state)
+    if mrd:
+        core_out = xp.empty_like(core2)
+        core_out[bvh.orig] = core2
+    else:
+        core_out = None
+    return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
+                         dict(timers.seconds))
+
+
+def core_distances2(K, points, min_samples: int):
+    """Squared core distances of ``points``, without a tree of edges.
+
+    Parameters
+    ----------
+    K : kernel set
+    points : (n, d) float array of ``K.xp``
+    min_samples : int
+
+    Returns
+    -------
+    (n,) squared core distances (input units, input order), ``K.xp``.
+    """
+    n = points.shape[0]
+    if min_samples <= 1 or n <= 1:
+        return K.xp.zeros(n, points.dtype)
+    points, exponent, box = scale_exactly(K, points)
+    bvh = construct_bvh(K, points, Timers(enabled=False), box)
+    core2 = K.compute_core_distances(bvh, min_samples)
+    out = K.xp.empty_like(core2)
+    out[bvh.orig] = core2
+    return ldexp(K, out, -2 * exponent, points.dtype)

@@ -1,0 +1,52 @@
+"""The in-memory core: validated points in, a ``SpanningTree`` out.
+
+What the public ``emst()`` runs for in-memory points and what a Dask
+worker runs on the points it staged: one call of the engine on one
+backend, the weights brought back to input units.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import get_kernels, resolve_backend
+from ..tree import SpanningTree
+from .boruvka import boruvka
+from .scaling import unscale_weights
+
+
+def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
+                  sort_by_weight: bool = False, progress=None) -> SpanningTree:
+    """The exact (mutual-reachability) MST of in-memory points.
+
+    Parameters
+    ----------
+    points : (n, d) float32/float64, numpy or cupy
+        Validated (``emst_dask.io.checks.as_points``): C-contiguous, native
+        byte order, finite.
+    min_samples : int
+        k_pts, counting the point itself; checked by the caller.
+    backend : {"auto", "cpu", "cuda"}
+    sort_by_weight : bool
+        Order the edges by (weight, source, target).
+    progress : callable(phase, **info), optional
+
+    Returns
+    -------
+    SpanningTree
+        Arrays of the backend's array module (cupy for "cuda").
+    """
+    n, d = points.shape
+    name = resolve_backend(backend, points)
+    K = get_kernels(name)
+    if name == "cuda" and isinstance(points, np.ndarray):
+        points = K.to_device(points)
+    elif name == "cpu" and not isinstance(points, np.ndarray):
+        points = points.get()
+    res = boruvka(K, points, min_samples, progress=progress)
+    weight = unscale_weights(K, res.weight2, res.exponent, points.dtype)
+    core = None
+    if res.core2 is not None:
+        core = unscale_weights(K, res.core2, res.exponent, points.dtype)
+    tree = SpanningTree(res.source, res.target, weight, core, n, d, min_samples, name,
+                        res.iterations, res.components, res.timings)
+    return tree.sorted_by_weight() if sort_by_weight else tree

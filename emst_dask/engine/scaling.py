@@ -1,0 +1,140 @@
+"""Exact power-of-two scaling: squared distances without overflow or underflow.
+
+The engine works on squared distances in the input's own precision.
+Multiplying every coordinate by ``2**e`` is exact in binary floating point,
+so distances computed on the scaled cloud and scaled back are bit-identical
+to unscaled ones wherever neither overflows nor underflows.  This module
+picks ``e`` from one pass over the points (per-axis bounds and the smallest
+nonzero magnitude), and refuses, before any work, a cloud for which no
+``e`` works.
+
+Why the smallest magnitude: every float of magnitude at least m is an
+integer multiple of ulp(m), so two distinct coordinates of a cloud whose
+smallest nonzero magnitude is m differ by at least ulp(m), and the computed
+difference (monotone rounding) too.  With ``(ulp(m) * 2**e)**2`` in the
+normal range, no squared distance between distinct points is zero or
+subnormal; with ``max|x| * 2**e`` far enough below the square root of the
+largest float, no sum of d <= 8 squared differences overflows.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def _log2_ulp(m: float, dtype) -> int:
+    """log2 of the spacing of ``dtype`` floats at magnitude m (> 0)."""
+    finfo = np.finfo(dtype)
+    spacing = float(np.spacing(np.asarray(m, dtype)))
+    if spacing <= 0 or not math.isfinite(spacing):  # pragma: no cover - defensive
+        spacing = float(finfo.smallest_subnormal)
+    return math.frexp(spacing)[1] - 1  # spacing is a power of two
+
+
+def exact_scale(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype) -> int:
+    """Exponent ``e`` such that the cloud times ``2**e`` is safe to square.
+
+    Parameters
+    ----------
+    lo, hi : (d,) float64
+        Per-axis minimum and maximum of the points.
+    smallest : float
+        The smallest nonzero magnitude of any coordinate (+inf: all zero).
+    dtype : float32 or float64
+        The precision of the computation.
+
+    Returns
+    -------
+    int
+        0 when the cloud is safe as it is (no pass over the points needed),
+        else the exponent closest to 0 that makes it safe.
+
+    Raises
+    ------
+    InputError
+        When no exponent keeps both the largest squared distance finite and
+        the smallest nonzero one normal: the cloud's coordinates span more
+        magnitudes than ``dtype`` can square.
+    """
+    dtype = np.dtype(dtype)
+    if lo.size == 0 or not math.isfinite(smallest):
+        return 0
+    big = float(max(np.max(np.abs(lo)), np.max(np.abs(hi))))
+    finfo = np.finfo(dtype)
+    # big * 2**e < 2**top leaves room for d <= 8 squared differences of up
+    # to 2 * big each below the largest finite value
+    top = math.frexp(math.sqrt(float(finfo.max)))[1] - 3
+    # (ulp(smallest) * 2**e)**2 >= the smallest normal
+    bottom = -((-math.frexp(float(finfo.tiny))[1] + 1) // 2)   # ceil(log2(tiny) / 2)
+    e_max = top - math.frexp(big)[1]
+    e_min = bottom - _log2_ulp(smallest, dtype)
+    if e_min <= 0 <= e_max:
+        return 0
+    if e_min > e_max:
+        raise InputError(
+            f"the coordinates span magnitudes from {smallest:.3g} to {big:.3g}: no "
+            f"exact {dtype} computation of their squared distances exists (the "
+            f"smallest would underflow or the largest overflow the {dtype} range); "
+            + ("convert the points to float64, or " if dtype == np.float32 else "")
+            + "move the cloud so that its coordinates do not mix values near 0 with "
+            "values that far from it")
+    return e_min if e_min > 0 else e_max
+
+
+def bounds(K, points):
+    """``K.bounds(points)`` for n >= 1, else zeros and +inf."""
+    if points.shape[0] == 0:
+        d = points.shape[1]
+        return np.zeros(d), np.zeros(d), math.inf
+    return K.bounds(points)
+
+
+def scale_exactly(K, points):
+    """Bounds, ``exact_scale`` and the scaling, once per cloud.
+
+    Parameters
+    ----------
+    K : kernel set
+    points : (n, d) float32/float64 array of ``K.xp``
+
+    Returns
+    -------
+    (scaled points, exponent, (lo, hi) of the scaled points as float64 (d,)).
+    Power-of-two scaling is exact, so the scaled bounds need no second pass.
+    """
+    lo, hi, smallest = bounds(K, points)
+    exponent = exact_scale(lo, hi, smallest, points.dtype)
+    if exponent:
+        normal = smallest >= float(np.finfo(points.dtype).tiny)
+        points = ldexp(K, points, exponent, points.dtype, on_device=normal)
+        lo, hi = np.ldexp(lo, exponent), np.ldexp(hi, exponent)
+    return points, exponent, (lo, hi)
+
+
+def ldexp(K, values, exponent: int, dtype, *, on_device: bool = False):
+    """``values * 2**exponent`` (exact) in ``dtype``, on the kernel set's device.
+
+    By default on the host: device arithmetic may flush subnormal inputs or
+    results to zero.  ``on_device=True`` when neither can occur (every
+    nonzero input and result normal), which ``exact_scale`` guarantees for
+    the coordinates of a cloud whose smallest magnitude is normal.
+    """
+    if not exponent:
+        return K.xp.asarray(values).astype(dtype, copy=False)
+    if on_device:
+        return K.xp.ldexp(K.xp.asarray(values), exponent).astype(dtype, copy=False)
+    v = np.ldexp(np.asarray(K.to_host(values), np.float64), exponent).astype(dtype)
+    return K.to_device(v)
+
+
+def unscale_weights(K, w2, exponent: int, dtype):
+    """(m,) weights in input units from (m,) squared weights in the scaled frame."""
+    xp = K.xp
+    w = xp.sqrt(w2)
+    if exponent:  # on the host: device arithmetic may flush subnormals to zero
+        host = np.asarray(K.to_host(w))
+        w = K.to_device(np.ldexp(host.astype(np.float64), -exponent).astype(dtype))
+    return w.astype(dtype, copy=False)

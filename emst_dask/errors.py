@@ -1,0 +1,21 @@
+"""The errors a user can act on.
+
+Everything the package refuses because of what it was given is an
+``InputError`` (a ``ValueError``): the points, the source, a parameter.
+``OutputError`` is the part of it about where results go.  ``WorkerLost``
+is a job whose workers died.  The command line turns each into one
+``Error:`` line (``emst_dask.cli.errors``).
+"""
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """The point cloud, its source or a parameter cannot be used as given."""
+
+
+class OutputError(InputError):
+    """An output that cannot be written, or that may not be replaced."""
+
+
+class WorkerLost(RuntimeError):
+    """A job whose worker died and that no remaining worker could take over."""

@@ -1,0 +1,188 @@
+"""Checks on points and parameters, run before any work starts.
+
+Every message says what is wrong and where (row, chunk, file), so that a
+user with a billion-row snapshot can find the bad value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.boruvka import MAX_DIM
+from ..errors import InputError
+
+#: integers up to this magnitude are exact in float64
+EXACT_INTEGER = 2**53
+
+
+def check_min_samples(min_samples, n: int) -> int:
+    """``min_samples`` as an int in [1, n] (n = 0: any k >= 1).
+
+    Parameters
+    ----------
+    min_samples : int
+        k_pts of HDBSCAN*, counting the point itself.
+    n : int
+        Number of points (0 when not known yet).
+
+    Returns
+    -------
+    int
+    """
+    if isinstance(min_samples, bool) or not isinstance(min_samples, (int, np.integer)):
+        raise InputError(f"min_samples must be an integer >= 1, got {min_samples!r}")
+    k = int(min_samples)
+    if k < 1:
+        raise InputError(f"min_samples must be >= 1, got {k}")
+    if n > 0 and k > n:
+        raise InputError(
+            f"min_samples={k} is larger than the number of points ({n}); "
+            "the core distance counts the point itself, so at most n is allowed")
+    return k
+
+
+def check_backend(backend) -> str:
+    """``backend`` if it is one of "auto", "cpu", "cuda"."""
+    if backend not in ("auto", "cpu", "cuda"):
+        raise InputError(f"unknown backend {backend!r}: expected 'auto', 'cpu' or 'cuda'")
+    return backend
+
+
+def check_shape_dtype(shape, dtype, where: str = "points") -> np.dtype:
+    """Check rank, columns and dtype; return the float dtype to compute in.
+
+    Parameters
+    ----------
+    shape : tuple
+    dtype : numpy dtype as stored (any byte order)
+    where : str
+        What messages call the array.
+
+    Returns
+    -------
+    numpy.dtype
+        float32 or float64 in native byte order.  Integers and booleans are
+        computed in float64 (exact up to 2**53: ``check_exact_integers``
+        checks the values of 64-bit integer input as it is read).
+    """
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise InputError(f"{where} has dtype {dtype}: expected float32 or float64") from None
+    if len(shape) != 2:
+        raise InputError(
+            f"{where} must be a 2-D array of shape (n, d), got {len(shape)}-D "
+            f"shape {tuple(shape)}")
+    d = shape[1]
+    if d == 0:
+        raise InputError(f"{where} has zero columns: need 1 to {MAX_DIM} coordinates")
+    if d > MAX_DIM:
+        raise InputError(
+            f"{where} has {d} columns: supported dimensions are 1 to {MAX_DIM} "
+            "(64-bit Morton codes leave too few bits per axis beyond that)")
+    if dtype.kind == "f":
+        if dtype.itemsize < 4:
+            return np.dtype(np.float32)
+        if dtype.itemsize > 8:
+            raise InputError(f"{where} has dtype {dtype}: use float32 or float64")
+        return np.dtype(np.float32 if dtype.itemsize == 4 else np.float64)
+    if dtype.kind in "iub":
+        return np.dtype(np.float64)
+    raise InputError(
+        f"{where} has non-numeric dtype {dtype}: expected float32 or float64 "
+        "(integers are converted to float64)")
+
+
+def needs_integer_check(dtype) -> bool:
+    """True for integer dtypes whose values may exceed 2**53 (64-bit)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iu" and dtype.itemsize >= 8
+
+
+def check_exact_integers(block, row_offset: int = 0, where: str = "points"):
+    """Refuse 64-bit integers that float64 cannot hold exactly.
+
+    Parameters
+    ----------
+    block : (m, d) integer numpy array, as read
+    row_offset : int
+        The global row of the block's first row.
+    where : str
+    """
+    if not needs_integer_check(block.dtype) or block.size == 0:
+        return
+    big = (block > EXACT_INTEGER).any(axis=1)
+    if block.dtype.kind == "i":
+        big |= (block < -EXACT_INTEGER).any(axis=1)
+    if big.any():
+        first = int(np.argmax(big))
+        raise InputError(
+            f"{where} has integer coordinates beyond 2**53 = {EXACT_INTEGER}, which "
+            f"float64 cannot hold exactly ({int(big.sum())} row(s); first bad row is "
+            f"{row_offset + first}: {block[first].tolist()}); subtract an offset first "
+            "or give float coordinates")
+
+
+def check_finite(block, row_offset: int = 0, where: str = "points", hint: str = ""):
+    """Raise InputError naming the count and first row of NaN/inf values.
+
+    Parameters
+    ----------
+    block : (m, d) numpy or cupy float array
+    row_offset : int
+        The global row of its first row (for chunked input).
+    where : str
+    hint : str
+        Appended to the message (a stored chunk: "it may be corrupt").
+    """
+    xp = np if isinstance(block, np.ndarray) else _array_module(block)
+    bad_rows = ~xp.isfinite(block).all(axis=1)
+    count = int(bad_rows.sum())
+    if count:
+        first = int(xp.argmax(bad_rows)) + row_offset
+        raise InputError(
+            f"{where} contains {count} row(s) with NaN or inf; first bad row is "
+            f"{first}{hint}")
+
+
+def _array_module(a):
+    try:
+        import cupy
+
+        return cupy.get_array_module(a)
+    except ImportError:  # pragma: no cover
+        return np
+
+
+def as_points(points):
+    """Validate an in-memory (n, d) array; return it C-contiguous, native float.
+
+    Parameters
+    ----------
+    points : array-like (numpy, cupy, nested lists)
+
+    Returns
+    -------
+    (n, d) float32 or float64 numpy or cupy array (its own array module),
+    finite, native byte order.
+    """
+    mod = type(points).__module__
+    if mod.startswith("cupy"):
+        import cupy as xp
+    else:
+        xp = np
+        if not isinstance(points, np.ndarray):
+            try:
+                points = np.asarray(points)
+            except Exception as exc:  # ragged lists and the like
+                raise InputError(f"points cannot be read as an array: {exc}") from exc
+    if points.dtype == object:
+        raise InputError("points has dtype object: expected float32 or float64")
+    dt = check_shape_dtype(points.shape, points.dtype)
+    if xp is np:
+        check_exact_integers(points)
+    elif needs_integer_check(points.dtype):
+        check_exact_integers(points.get())
+    points = xp.ascontiguousarray(points, dtype=dt)
+    if points.size:
+        check_finite(points)
+    return points

@@ -1,0 +1,370 @@
+"""Outputs: where results go, checked before any work.
+
+``resolve_output(out, ...)`` pins down an output before a job starts and
+refuses, with an ``OutputError``, everything that would fail or destroy
+something after the computation:
+
+* a parent directory that is missing, is not a directory, or is not
+  writable;
+* the input itself, or a directory holding it;
+* something already there, unless ``overwrite=True`` and it is something
+  this package wrote: an edge store (a Zarr group carrying the package's
+  format tag, complete or not) or an edge array (an (m, 3) float64 .npy).
+  A directory of other files, a point cloud, a snapshot are never replaced.
+
+Results are written to a hidden temporary sibling named after the job
+(``.NAME.emst-tmp-<job>-<attempt>``) and moved into place when complete,
+so an output is complete or absent.  When the job ends, whether it
+succeeded or failed, ``cleanup`` removes the temporaries of all its
+attempts (a worker killed while writing leaves one behind), and nothing
+else: only names carrying the job's token are touched.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import OutputError
+from .paths import contains, is_pathlike, local_path
+
+#: format tag of an edge store (a Zarr group attribute)
+EDGE_FORMAT = "emst-dask edges 1"
+#: infix of the temporary siblings of a local output
+TMP_TAG = ".emst-tmp-"
+#: what ``generate`` marks its snapshots with (a Zarr group attribute)
+SNAPSHOT_ATTR = "generator"
+
+
+def new_token() -> str:
+    """A job's token: names its tasks and its temporaries."""
+    return uuid.uuid4().hex[:8]
+
+
+@dataclass
+class Output:
+    """A checked output: a local path, a URL, or a zarr store object.
+
+    Attributes
+    ----------
+    target : str or store
+        The absolute local path, the URL, or the store object.
+    kind : {"npy", "zarr"}
+        An (m, 3) float64 .npy edge array, or a Zarr edge store.
+    overwrite : bool
+        Replace an edge store or edge array that is already there.
+    zarr_format : {2, 3}
+    chunk_rows : int or None
+        Rows per chunk of the edge arrays (None: the default).
+    storage_options : dict or None
+        fsspec options of a URL.
+    token : str
+        The job's token (temporary names carry it).
+    contents : {"edges", "points"}
+        What is written: an edge store or edge array, or a point cloud
+        (``generate``), which may replace only a point cloud (a .npy file,
+        or a snapshot ``generate`` wrote).
+    """
+
+    target: object
+    kind: str = "zarr"
+    overwrite: bool = False
+    zarr_format: int = 3
+    chunk_rows: int | None = None
+    storage_options: dict | None = None
+    token: str = field(default_factory=new_token)
+    contents: str = "edges"
+
+    @property
+    def local(self) -> str | None:
+        """The absolute local path, or None (URL, store object)."""
+        return local_path(self.target) if is_pathlike(self.target) else None
+
+    def __str__(self) -> str:
+        return str(self.local or self.target)
+
+    # -- checks ----------------------------------------------------------------
+    def check(self, source_location: str | None = None) -> "Output":
+        """Refuse, before any work, an output that cannot or may not be
+        written (see the module docstring).  Returns ``self``.
+
+        Parameters
+        ----------
+        source_location : str, optional
+            The input's absolute local path: never replaced, nor a
+            directory holding it.
+        """
+        loc = self.local
+        if loc is None:
+            self._check_remote()
+            return self
+        parent = os.path.dirname(loc)
+        if not os.path.exists(parent):
+            raise OutputError(f"cannot write {loc}: no directory {parent}")
+        if not os.path.isdir(parent):
+            raise OutputError(f"cannot write {loc}: {parent} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(f"cannot write {loc}: the directory {parent} is not writable")
+        if source_location is not None and contains(loc, source_location):
+            what = "is the input" if os.path.realpath(loc) == os.path.realpath(
+                source_location) else f"holds the input {source_location}"
+            raise OutputError(f"{loc}: {what}; choose another output")
+        if os.path.lexists(loc):
+            if not self.overwrite:
+                raise OutputError(f"{loc}: already exists; pass overwrite=True (--overwrite) "
+                                  "to replace it")
+            why = self.why_not_replaceable(loc)
+            if why:
+                raise OutputError(f"{loc}: {why}; not replacing it (only an edge store or "
+                                  "edge array that emst-dask wrote may be replaced)")
+        return self
+
+    def why_not_replaceable(self, loc: str) -> str | None:
+        """None when ``loc`` holds something this package wrote and this
+        output may replace it; else why not."""
+        if os.path.islink(loc):
+            return "is a symbolic link"
+        points = self.contents == "points"
+        if self.kind == "npy":
+            if not os.path.isfile(loc):
+                return "is not a file"
+            if points:
+                return None if is_npy(loc) else "is not a .npy file"
+            return None if is_edge_array(loc) else "is not an edge array ((m, 3) float64 .npy)"
+        if not os.path.isdir(loc):
+            return "is a file, not a Zarr store"
+        attrs = zarr_group_attrs(loc)
+        if attrs is None:
+            return "is a directory that is not a Zarr store"
+        if points:
+            return None if SNAPSHOT_ATTR in attrs else "is not a snapshot emst-dask generated"
+        if attrs.get("format") != EDGE_FORMAT:
+            what = "a snapshot" if SNAPSHOT_ATTR in attrs else "a Zarr store"
+            return f"is {what}, not an edge store"
+        return None
+
+    def _check_remote(self):
+        """A URL or store object: an existing node may be replaced only if it
+        is an edge store (its attributes say so)."""
+        import zarr
+
+        try:
+            node = zarr.open_group(self.target, mode="r",
+                                   storage_options=self.storage_options)
+        except Exception:
+            return  # nothing there (or not a group: zarr refuses to create over it)
+        if not self.overwrite:
+            raise OutputError(f"{self}: already exists; pass overwrite=True to replace it")
+        if dict(node.attrs).get("format") != EDGE_FORMAT:
+            raise OutputError(f"{self}: is not an edge store; not replacing it")
+
+    # -- temporaries -----------------------------------------------------------
+    def temporary(self, tag: str | None = None) -> str:
+        """A hidden temporary sibling of the local output: a new one per
+        call, or the job's own one named ``tag`` (several tasks of one job
+        fill it, and a task run again finds it)."""
+        parent, base = os.path.split(self.local)
+        return os.path.join(parent, f".{base}{TMP_TAG}{self.token}-"
+                                    f"{tag or uuid.uuid4().hex[:8]}")
+
+    def temporaries(self) -> list:
+        """Every temporary sibling of this job's attempts that exists now."""
+        loc = self.local
+        if loc is None:
+            return []
+        parent, base = os.path.split(loc)
+        prefix = f".{base}{TMP_TAG}{self.token}-"
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            return []
+        return [os.path.join(parent, n) for n in names if n.startswith(prefix)]
+
+    def cleanup(self, keep: str | None = None) -> int:
+        """Remove this job's temporaries (but ``keep``); how many."""
+        count = 0
+        for path in self.temporaries():
+            if path == keep:
+                continue
+            remove(path)
+            count += 1
+        return count
+
+    @contextlib.contextmanager
+    def written_aside(self):
+        """Yield a new temporary sibling to write; move it into place when
+        the block ends, remove it if the block fails (an OSError becomes an
+        OutputError naming the output)."""
+        tmp = self.temporary()
+        try:
+            yield tmp
+        except OSError as exc:
+            remove(tmp)
+            raise OutputError(f"cannot write {self}: {exc.strerror or exc}") from None
+        except BaseException:
+            remove(tmp)
+            raise
+        self.place(tmp)
+
+    def place(self, tmp: str):
+        """Move the complete temporary ``tmp`` into place.
+
+        Without ``overwrite`` an output that appeared meanwhile (another job)
+        is an OutputError and ``tmp`` is removed; with it, what is there is
+        replaced only if ``why_not_replaceable`` allows.
+        """
+        loc = self.local
+        try:
+            if not self.overwrite:
+                _place_new(tmp, loc)
+                return
+            if os.path.lexists(loc):
+                why = self.why_not_replaceable(loc)
+                if why:
+                    raise OutputError(f"{loc}: {why}; it appeared while the job ran and is "
+                                      "not replaced")
+                trash = f"{os.path.join(os.path.dirname(loc), '.' + os.path.basename(loc))}" \
+                        f"{TMP_TAG}{self.token}-old-{uuid.uuid4().hex[:8]}"
+                os.rename(loc, trash)
+                try:
+                    os.rename(tmp, loc)
+                except BaseException:
+                    os.rename(trash, loc)
+                    raise
+                remove(trash)
+            else:
+                _place_new(tmp, loc)
+        except BaseException:
+            remove(tmp)
+            raise
+
+
+def _place_new(tmp: str, loc: str):
+    """Move ``tmp`` to ``loc``, which must not exist (atomic for files: a
+    hard link fails if the name is taken; a directory rename fails onto a
+    non-empty directory)."""
+    if os.path.isdir(tmp):
+        if os.path.lexists(loc):
+            raise OutputError(f"{loc}: appeared while the job ran (another job?); not "
+                              "replacing it")
+        try:
+            os.rename(tmp, loc)
+        except OSError as exc:
+            raise OutputError(f"{loc}: appeared while the job ran (another job?); not "
+                              f"replacing it ({exc.strerror})") from None
+        return
+    try:
+        os.link(tmp, loc)
+    except FileExistsError:
+        raise OutputError(f"{loc}: appeared while the job ran (another job?); not "
+                          "replacing it") from None
+    os.remove(tmp)
+
+
+def remove(path: str):
+    """Remove a file or directory tree we made; missing is fine."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def zarr_group_attrs(path: str) -> dict | None:
+    """The attributes of the Zarr group at local ``path`` (v2 or v3), or None
+    when it is not one.  Read from the metadata files, no zarr needed."""
+    try:
+        with open(os.path.join(path, "zarr.json"), encoding="utf-8") as fh:
+            meta = json.load(fh)
+        if meta.get("node_type") != "group":
+            return None
+        return dict(meta.get("attributes") or {})
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):
+        return None
+    if not os.path.exists(os.path.join(path, ".zgroup")):
+        return None
+    try:
+        with open(os.path.join(path, ".zattrs"), encoding="utf-8") as fh:
+            return dict(json.load(fh))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+
+
+def is_npy(path: str) -> bool:
+    """A file that starts like a .npy array."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(6) == b"\x93NUMPY"
+    except OSError:
+        return False
+
+
+def is_edge_array(path: str) -> bool:
+    """An .npy file holding an (m, 3) float64 array (read from its header)."""
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception:
+        return False
+    return a.ndim == 2 and a.shape[1] == 3 and a.dtype == np.float64
+
+
+def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,
+                   chunk_rows=None, storage_options=None, source_location=None,
+                   token: str | None = None, check: bool = True,
+                   contents: str = "edges") -> Output | None:
+    """Check ``out`` and describe it (None stays None).
+
+    Parameters
+    ----------
+    out : path, URL, zarr store object, or None
+        A path ending in ``.npy`` is an edge array; anything else a Zarr
+        edge store.
+    overwrite : bool
+    zarr_format : {2, 3}
+    chunk_rows : int, optional
+    storage_options : dict, optional
+    source_location : str, optional
+        The input's absolute local path (never replaced).
+    token : str, optional
+        The job's token (default: a new one).
+    check : bool
+        Run ``Output.check`` now (False: the caller runs it where the
+        output is visible, on a worker).
+    contents : {"edges", "points"}
+
+    Returns
+    -------
+    Output or None
+    """
+    if out is None:
+        return None
+    if isinstance(out, Output):
+        return out.check(source_location) if check else out
+    if zarr_format not in (2, 3):
+        raise OutputError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if chunk_rows is not None:
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) \
+                or chunk_rows < 1:
+            raise OutputError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
+        chunk_rows = int(chunk_rows)
+    if is_pathlike(out):
+        s = os.fspath(out)
+        kind = "npy" if s.endswith(".npy") else "zarr"
+        target = local_path(s) or s
+    else:
+        kind, target = "zarr", out
+    o = Output(target, kind=kind, overwrite=bool(overwrite), zarr_format=int(zarr_format),
+               chunk_rows=chunk_rows, storage_options=storage_options,
+               token=token or new_token(), contents=contents)
+    return o.check(source_location) if check else o

@@ -1,0 +1,221 @@
+"""Staging: a point source read into one array, in host or device memory.
+
+The row blocks are read by a thread pool into one (n, d) array of the
+compute dtype: in host memory (CPU backend), or on the device (CUDA: pinned
+host buffers, asynchronous copies on a stream of their own, the read of
+block k+1 overlapping the copy of block k).  Every block is checked for
+NaN/inf (and 64-bit integers beyond 2**53) before any kernel runs; a bad
+value is reported with the chunk index, its rows, the first bad row and the
+store.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+import numpy as np
+
+from .source import PointSource
+
+
+def default_threads() -> int:
+    """Reader threads: enough to keep a disk and a codec pipeline busy."""
+    return max(2, min(16, os.cpu_count() or 2))
+
+
+def stage(src: PointSource, backend: str = "cpu", *, threads: int | None = None,
+          report=None, device=None):
+    """Read ``src`` into one C-contiguous (n, d) array of its compute dtype.
+
+    ``backend="cpu"``: a numpy array; the reader threads convert and check
+    their blocks in place.  ``backend="cuda"``: a cupy array, filled through
+    a ring of pinned host buffers and asynchronous copies (``device`` may
+    replace the CuPy device layer, for tests).  NaN/inf raise
+    ``InputError`` naming the lowest bad chunk, its first bad row and the
+    store, before any kernel runs.  ``report(phase, **info)`` gets
+    ``("read", rows=, total=, blocks=, block=)`` as blocks arrive.
+    """
+    threads = threads or default_threads()
+    if backend == "cuda" or device is not None:
+        return _stage_device(src, threads, report, device or CupyDevice())
+    return _stage_host(src, threads, report)
+
+
+def _stage_host(src, threads, report):
+    n, d = src.shape
+    out = np.empty((n, d), src.compute_dtype)
+    blocks = [(a, b) for a, b in src.blocks if b > a]
+    bad = {}
+
+    def work(j):
+        a, b = blocks[j]
+        first = src.read_checked(a, b, out[a:b])
+        if first is not None:
+            bad[j] = first
+        return j
+
+    _run_blocks(work, blocks, threads, report, n)
+    if bad:
+        j = min(bad)
+        a, b = blocks[j]
+        src.raise_nonfinite(out[a:b], a, bad[j])
+    return out
+
+
+class _ReadProgress:
+    """``("read", rows=, total=, blocks=, block=)`` reports as blocks arrive."""
+
+    def __init__(self, report, n, blocks):
+        self.report, self.n, self.blocks, self.rows = report, n, blocks, 0
+        if report:
+            report("read", rows=0, total=n, blocks=len(blocks), block=-1)
+
+    def arrived(self, j):
+        a, b = self.blocks[j]
+        self.rows += b - a
+        if self.report:
+            self.report("read", rows=self.rows, total=self.n, blocks=len(self.blocks), block=j)
+
+
+def _run_blocks(work, blocks, threads, report, n):
+    progress = _ReadProgress(report, n, blocks)
+    if not blocks:
+        return
+    with ThreadPoolExecutor(max_workers=min(threads, len(blocks)),
+                            thread_name_prefix="emst-read") as pool:
+        futs = [pool.submit(work, j) for j in range(len(blocks))]
+        try:
+            for f in as_completed(futs):
+                progress.arrived(f.result())
+        except BaseException:
+            for f in futs:
+                f.cancel()
+            raise
+
+
+class CupyDevice:
+    """The device side of staging: device arrays, pinned buffers, one
+    non-blocking stream for the host-to-device copies."""
+
+    def __init__(self):
+        import cupy
+        import cupyx
+
+        self.cp = cupy
+        self.cupyx = cupyx
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+
+    def empty(self, shape, dtype):
+        return self.cp.empty(shape, dtype)
+
+    def pinned(self, shape, dtype):
+        try:
+            return self.cupyx.empty_pinned(shape, dtype)
+        except Exception:  # pinned memory exhausted: pageable still works
+            return np.empty(shape, dtype)
+
+    def copy_async(self, dev, a, b, buf):
+        dev[a:b].set(buf[: b - a], stream=self.stream)
+        return self.stream.record()
+
+    def wait(self, event):
+        event.synchronize()
+
+    def finish(self):
+        self.stream.synchronize()
+
+    def first_bad_row(self, dev) -> int:
+        """-1, or the first row with NaN/inf (one pass on the device)."""
+        cp = self.cp
+        bad = ~cp.isfinite(dev).all(axis=1)
+        if not bool(bad.any()):
+            return -1
+        return int(cp.flatnonzero(bad)[0])
+
+    def to_host(self, dev_rows):
+        return self.cp.asnumpy(dev_rows)
+
+
+def _stage_device(src, threads, report, dev_layer):
+    """Pinned ring: readers fill free buffers (reading block k+1 while block
+    k is copied), the main thread issues the asynchronous copies, a recycler
+    thread hands buffers back once their copy has completed."""
+    n, d = src.shape
+    dt = src.compute_dtype
+    dev = dev_layer.empty((n, d), dt)
+    blocks = [(a, b) for a, b in src.blocks if b > a]
+    if not blocks:
+        if report:
+            report("read", rows=0, total=n, blocks=0, block=-1)
+        return dev
+    rows = max(b - a for a, b in blocks)
+    nbuf = min(len(blocks), threads + 2)
+    free: queue.Queue = queue.Queue()
+    for _ in range(nbuf):
+        free.put(dev_layer.pinned((rows, d), dt))
+    inflight: queue.Queue = queue.Queue()
+    recycle_error = []
+
+    def recycler():
+        while True:
+            item = inflight.get()
+            if item is None:
+                return
+            event, buf = item
+            try:
+                dev_layer.wait(event)
+            except BaseException as exc:  # pragma: no cover - device fault
+                recycle_error.append(exc)
+            free.put(buf)
+
+    rec = threading.Thread(target=recycler, name="emst-pinned-recycler", daemon=True)
+    rec.start()
+    results: queue.Queue = queue.Queue()
+
+    def work(j):
+        a, b = blocks[j]
+        x = src.read_exact(a, b)  # decode outside the pinned buffer
+        buf = free.get()         # wait for a buffer whose copy has finished
+        np.copyto(buf[: b - a], x, casting="unsafe")
+        results.put((j, buf))
+        return j
+
+    progress = _ReadProgress(report, n, blocks)
+    try:
+        with ThreadPoolExecutor(max_workers=min(threads, len(blocks)),
+                                thread_name_prefix="emst-read") as pool:
+            futs = [pool.submit(work, j) for j in range(len(blocks))]
+            try:
+                for _ in range(len(blocks)):
+                    while True:
+                        try:
+                            j, buf = results.get(timeout=0.5)
+                            break
+                        except queue.Empty:
+                            for f in futs:  # a reader failed: stop waiting
+                                if f.done() and f.exception() is not None:
+                                    raise f.exception()
+                    a, b = blocks[j]
+                    inflight.put((dev_layer.copy_async(dev, a, b, buf), buf))
+                    progress.arrived(j)
+            except BaseException:
+                for f in futs:
+                    f.cancel()
+                # let blocked readers finish so the pool can shut down
+                for _ in range(len(futs)):
+                    free.put(np.empty((rows, d), dt))
+                raise
+        dev_layer.finish()
+    finally:
+        inflight.put(None)
+        rec.join()
+    if recycle_error:  # pragma: no cover
+        raise recycle_error[0]
+    first = dev_layer.first_bad_row(dev)
+    if first >= 0:
+        k = src.chunk_of(first)
+        a, b = src.chunks[k]
+        src.raise_nonfinite(dev_layer.to_host(dev[a:b]), a, first)
+    return dev

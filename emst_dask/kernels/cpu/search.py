@@ -1,0 +1,369 @@
+"""Tree searches on the CPU: k nearest neighbours (core distances and the
+neighbour lists), Morton-neighbour upper bounds, and every point's nearest
+point in another component (one pruned traversal per point).
+
+Conventions of every CPU kernel: see ``emst_dask.kernels.cpu``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# Searches process points in blocks of this many consecutive tree positions,
+# so each block reuses one stack and walks nearby parts of the tree.
+BLOCK = 256
+STACK = 256  # > 64 Morton levels + 64 index levels for duplicates, with margin
+
+
+@njit(cache=True, inline="always")
+def _dist2(points, i, j, dims):
+    d = len(dims)
+    s = points[i, 0] - points[j, 0]
+    s = s * s
+    for q in range(1, d):
+        t = points[i, q] - points[j, q]
+        s += t * t
+    return s
+
+
+@njit(cache=True, inline="always")
+def _box_dist2(points, i, box, k, dims):
+    d = len(dims)
+    s = points[i, 0] - points[i, 0]  # zero of the points' dtype
+    for q in range(d):
+        x = points[i, q]
+        a = box[k, q]
+        b = box[k, d + q]
+        if x < a:
+            t = a - x
+            s += t * t
+        elif x > b:
+            t = x - b
+            s += t * t
+    return s
+
+
+@njit(cache=True, inline="always")
+def _push_children(st_node, st_dist, sp, a, da, pa, c, dc, pc):
+    """Push the children to visit (internal ids), the farther first so the
+    nearer is popped first; returns the new stack size."""
+    if pa and pc:
+        if da <= dc:
+            st_node[sp] = c
+            st_dist[sp] = dc
+            st_node[sp + 1] = a
+            st_dist[sp + 1] = da
+        else:
+            st_node[sp] = a
+            st_dist[sp] = da
+            st_node[sp + 1] = c
+            st_dist[sp + 1] = dc
+        return sp + 2
+    if pa:
+        st_node[sp] = a
+        st_dist[sp] = da
+        return sp + 1
+    if pc:
+        st_node[sp] = c
+        st_dist[sp] = dc
+        return sp + 1
+    return sp
+
+
+# --------------------------------------------------------------------------
+# k nearest neighbours (core distances)
+# --------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _heap_insert(kd, ko, kj, m, k, w, o, j):
+    """Insert (w, o, j) into the sorted arrays kd/ko/kj holding m entries."""
+    if m == k:
+        if w > kd[k - 1] or (w == kd[k - 1] and o > ko[k - 1]):
+            return m
+        p = k - 1
+    else:
+        p = m
+        m += 1
+    while p > 0 and (kd[p - 1] > w or (kd[p - 1] == w and ko[p - 1] > o)):
+        kd[p] = kd[p - 1]
+        ko[p] = ko[p - 1]
+        kj[p] = kj[p - 1]
+        p -= 1
+    kd[p] = w
+    ko[p] = o
+    kj[p] = j
+    return m
+
+
+@njit(parallel=True, cache=True)
+def k_nearest_neighbours(points, orig, nodes, box, min_orig,
+                         k, leaf_size, out_d2, out_j, dims):
+    """The k nearest *other* points of every point, under the order (d2, orig).
+
+    Parameters
+    ----------
+    out_d2 : (n, k) float out, squared distances ascending.
+    out_j : (n, k) int64 out, tree positions of the neighbours.
+    """
+    n = points.shape[0]
+    nblocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        st_node = np.empty(STACK, np.int64)
+        st_dist = np.empty(STACK, points.dtype)
+        kd = np.empty(k, points.dtype)
+        ko = np.empty(k, np.int64)
+        kj = np.empty(k, np.int64)
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            # seed with the neighbours along the curve: usually close, so the
+            # k-th distance starts small and the descent prunes early
+            m = 0
+            a = max(0, min(i - k // 2, n - 1 - k))
+            z = min(n - 1, a + k)
+            for j in range(a, z + 1):
+                if j != i:
+                    m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims), orig[j], j)
+            sp = 1
+            st_node[0] = 0
+            st_dist[0] = _box_dist2(points, i, box, 0, dims)
+            while sp > 0:
+                sp -= 1
+                node = st_node[sp]
+                nd = st_dist[sp]
+                if m == k and (nd > kd[k - 1] or (nd == kd[k - 1] and min_orig[node] > ko[k - 1])):
+                    continue
+                if nodes[node, 3] - nodes[node, 2] < leaf_size:
+                    for j in range(nodes[node, 2], nodes[node, 3] + 1):
+                        if j < a or j > z:  # seeded already (i included)
+                            m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims), orig[j], j)
+                    continue
+                ca = nodes[node, 0]
+                c = nodes[node, 1]
+                da = kd[0]
+                dc = kd[0]
+                pa = False
+                pc = False
+                if ca < n:
+                    if ca < a or ca > z:
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, ca, dims), orig[ca], ca)
+                else:
+                    da = _box_dist2(points, i, box, ca - n, dims)
+                    pa = m < k or da <= kd[k - 1]
+                if c < n:
+                    if c < a or c > z:
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c, dims), orig[c], c)
+                else:
+                    dc = _box_dist2(points, i, box, c - n, dims)
+                    pc = m < k or dc <= kd[k - 1]
+                sp = _push_children(st_node, st_dist, sp, ca - n, da, pa, c - n, dc, pc)
+            for q in range(k):
+                out_d2[i, q] = kd[q]
+                out_j[i, q] = kj[q]
+
+
+
+@njit(cache=True, inline="always")
+def _metric(points, core2, mrd, i, j, dims):
+    w = _dist2(points, i, j, dims)
+    if mrd:
+        if core2[i] > w:
+            w = core2[i]
+        if core2[j] > w:
+            w = core2[j]
+    return w
+
+
+@njit(parallel=True, cache=True)
+def compute_upper_bounds(points, labels, core2, mrd, radii, dims):
+    """Morton-neighbour upper bounds on each component's shortest edge.
+
+    For consecutive tree positions in different components, their distance
+    bounds both components' shortest outgoing edge from above.  ``radii`` must
+    hold +inf on entry.  Racy minimum: every candidate is a real edge weight,
+    so a lost update only leaves a looser (still valid) bound.
+    """
+    n = points.shape[0]
+    for i in prange(n - 1):
+        a = labels[i]
+        b = labels[i + 1]
+        if a != b:
+            w = _metric(points, core2, mrd, i, i + 1, dims)
+            if w < radii[a]:
+                radii[a] = w
+            if w < radii[b]:
+                radii[b] = w
+
+
+@njit(cache=True, inline="always")
+def _better(w, o, bw, bo):
+    return w < bw or (w == bw and o < bo)
+
+
+@njit(parallel=True, cache=True)
+def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
+                                  min_orig, core2, mrd, radii, lower,
+                                  leaf_size, resolved, cand_w, cand_j, dims):
+    """Every point's nearest point in another component (the paper's search).
+
+    Points with ``resolved[i]`` set already hold their exact answer (from
+    ``resolve_from_neighbour_lists``); the others start from the candidate
+    in ``cand_w``/``cand_j`` (``cand_j = -1`` for none).
+
+    Points whose lower bound already exceeds their component's radius are
+    skipped.  Subtrees whose leaves all share the query's component are
+    skipped.  Each point leaves its best ``(cand_w[i], cand_j[i])`` (or
+    ``cand_j[i] = -1``) and lowers its component's shared radius.
+
+    ``lower[i]`` is updated to a lower bound on i's nearest-foreign distance
+    that stays valid after components merge.
+    """
+    n = points.shape[0]
+    nblocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        st_node = np.empty(STACK, np.int64)
+        st_dist = np.empty(STACK, points.dtype)
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            if resolved[i]:
+                continue
+            C = labels[i]
+            if lower[i] > radii[C]:
+                continue
+            ci = core2[i]
+            # start from the neighbour-list candidate, if any
+            bw = cand_w[i]
+            bj = cand_j[i]
+            bo = orig[bj] if bj >= 0 else -1
+            sp = 1
+            st_node[0] = 0
+            st_dist[0] = _box_dist2(points, i, box, 0, dims)
+            while sp > 0:
+                sp -= 1
+                node = st_node[sp]
+                nd = st_dist[sp]
+                if mrd and ci > nd:
+                    nd = ci
+                r = radii[C]
+                if bw < r:
+                    r = bw
+                if nd > r or (nd == bw and min_orig[node] > bo):
+                    continue
+                if nodes[node, 3] - nodes[node, 2] < leaf_size:
+                    for j in range(nodes[node, 2], nodes[node, 3] + 1):
+                        if labels[j] != C:
+                            w = _metric(points, core2, mrd, i, j, dims)
+                            if _better(w, orig[j], bw, bo):
+                                bw = w
+                                bo = orig[j]
+                                bj = j
+                    continue
+                a = nodes[node, 0]
+                c = nodes[node, 1]
+                r = radii[C]
+                if bw < r:
+                    r = bw
+                da = r
+                dc = r
+                pa = False
+                pc = False
+                if a < n:
+                    if labels[a] != C:
+                        w = _metric(points, core2, mrd, i, a, dims)
+                        if _better(w, orig[a], bw, bo):
+                            bw = w
+                            bo = orig[a]
+                            bj = a
+                            if bw < r:
+                                r = bw
+                elif node_labels[a - n] != C:
+                    da = _box_dist2(points, i, box, a - n, dims)
+                    if mrd and ci > da:
+                        da = ci
+                    pa = da <= r
+                if c < n:
+                    if labels[c] != C:
+                        w = _metric(points, core2, mrd, i, c, dims)
+                        if _better(w, orig[c], bw, bo):
+                            bw = w
+                            bo = orig[c]
+                            bj = c
+                            if bw < r:
+                                r = bw
+                elif node_labels[c - n] != C:
+                    dc = _box_dist2(points, i, box, c - n, dims)
+                    if mrd and ci > dc:
+                        dc = ci
+                    pc = dc <= r
+                sp = _push_children(st_node, st_dist, sp, a - n, da, pa, c - n, dc, pc)
+            # Nothing foreign lies closer than min(best found, final cutoff):
+            # every pruned subtree was beyond the cutoff at the time.
+            r = radii[C]
+            lb = bw if bw < r else r
+            if lb > lower[i]:
+                lower[i] = lb
+            if bj >= 0:
+                cand_w[i] = bw
+                cand_j[i] = bj
+                if bw < radii[C]:
+                    radii[C] = bw
+
+
+@njit(parallel=True, cache=True)
+def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j,
+                                 radii, lower, resolved, cand_w, cand_j, inf, dims,
+                                 skip):
+    """Answer the search from each point's k nearest neighbours where exact.
+
+    ``knn_*`` (n, k) list the k nearest other points under the order
+    (d2, orig), so any point not listed is at least ``knn_d2[i, -1]`` away.
+    Euclidean: the first listed point of another component is exactly the
+    nearest foreign point.  Mutual reachability: the best listed foreign
+    point is exact if its weight is below ``max(core2_i, knn_d2[i, -1])``,
+    the least weight an unlisted point can have; otherwise it seeds the
+    search.  Early Borůvka iterations need no tree search at all this way.
+
+    ``skip[i]`` (int32, 0 at the start) counts the leading listed points
+    known to share i's component: components only merge, so they are not
+    read again; once it reaches k the list has nothing more to offer
+    (``lower[i]`` already holds its bound).
+    """
+    n = points.shape[0]
+    k = knn_j.shape[1]
+    for i in prange(n):
+        q0 = skip[i]
+        if q0 == k:
+            cand_w[i] = inf
+            cand_j[i] = -1
+            resolved[i] = False
+            continue
+        C = labels[i]
+        bound = knn_d2[i, k - 1]
+        if mrd and core2[i] > bound:
+            bound = core2[i]
+        bw = inf
+        bj = -1
+        bo = -1
+        first = k
+        for q in range(q0, k):
+            j = knn_j[i, q]
+            if labels[j] != C:
+                if first == k:
+                    first = q
+                if not mrd:
+                    bw = knn_d2[i, q]
+                    bj = j
+                    break
+                w = _metric(points, core2, mrd, i, j, dims)
+                if _better(w, orig[j], bw, bo):
+                    bw = w
+                    bj = j
+                    bo = orig[j]
+        cand_w[i] = bw
+        cand_j[i] = bj
+        skip[i] = first
+        done = bj >= 0 and (not mrd or bw < bound)
+        resolved[i] = done
+        lb = bw if done else (bound if bw > bound else bw)
+        if lb > lower[i]:
+            lower[i] = lb
+        if bj >= 0 and bw < radii[C]:
+            radii[C] = bw
+
+

@@ -1,0 +1,308 @@
+"""The boxes of a partitioned EMST: recursive coordinate bisection, which box
+a point is in, rows grouped by box, and distances to faces and boxes.
+
+P axis-aligned boxes tile the cloud's bounding box.  A point's *face
+distance* is its distance to the nearest face its box shares with another
+box (faces on the global boundary do not count): no point of another box
+is closer to it than that.  Distances are computed in float64.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+
+@dataclass
+class Partitioning:
+    """P axis-aligned boxes tiling the global bounding box.
+
+    lo, hi : (P, d) float64 corners.  ``splits`` is the bisection tree as
+    rows (axis, value, left, right) with children < 0 meaning box ``~child``.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    global_lo: np.ndarray
+    global_hi: np.ndarray
+    splits: list
+
+    @property
+    def n_boxes(self) -> int:
+        return self.lo.shape[0]
+
+
+def recursive_coordinate_bisection(sample: np.ndarray, n_boxes: int,
+                                   global_lo, global_hi) -> Partitioning:
+    """Split the bounding box into ``n_boxes`` boxes of about equal counts.
+
+    Each split halves the box's longest side at the sample quantile that
+    divides the box's share of boxes (so P need not be a power of two).
+    """
+    d = sample.shape[1]
+    glo = np.asarray(global_lo, np.float64)
+    ghi = np.asarray(global_hi, np.float64)
+    los, his, splits = [], [], []
+
+    def split(s, p, lo, hi):
+        if p == 1:
+            los.append(lo)
+            his.append(hi)
+            return ~(len(los) - 1)
+        axis = int(np.argmax(hi - lo))
+        pl = p // 2
+        if s.shape[0] >= 2:
+            v = float(np.quantile(s[:, axis], pl / p))
+        else:
+            v = 0.5 * (lo[axis] + hi[axis])
+        if not lo[axis] < v < hi[axis]:
+            v = 0.5 * (lo[axis] + hi[axis])
+        row = len(splits)
+        splits.append([axis, v, 0, 0])
+        left_hi = hi.copy()
+        left_hi[axis] = v
+        right_lo = lo.copy()
+        right_lo[axis] = v
+        on_left = s[:, axis] < v
+        splits[row][2] = split(s[on_left], pl, lo, left_hi)
+        splits[row][3] = split(s[~on_left], p - pl, right_lo, hi)
+        return row
+
+    split(np.asarray(sample, np.float64), n_boxes, glo.copy(), ghi.copy())
+    return Partitioning(np.array(los).reshape(-1, d), np.array(his).reshape(-1, d),
+                        glo, ghi, splits)
+
+
+def _split_arrays(part: Partitioning):
+    rows = part.splits or [[0, 0.0, -1, -1]]
+    return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.float64),
+            np.array([r[2] for r in rows], np.int64), np.array([r[3] for r in rows], np.int64))
+
+
+@njit(parallel=True, cache=True)
+def _box_of(points, axes, values, left, right):
+    n = points.shape[0]
+    out = np.empty(n, np.int64)
+    for i in prange(n):
+        node = 0
+        while True:
+            # compared in float64, like the face distances: a float32
+            # coordinate and a split value that float32 cannot hold must not
+            # round onto the same side
+            if np.float64(points[i, axes[node]]) < values[node]:
+                child = left[node]
+            else:
+                child = right[node]
+            if child < 0:
+                out[i] = ~child
+                break
+            node = child
+    return out
+
+
+def assign_boxes(part: Partitioning, points) -> np.ndarray:
+    """(n,) int64 box of each point (``x < split`` goes left, in float64)."""
+    n = points.shape[0]
+    if not part.splits or n == 0:
+        return np.zeros(n, np.int64)
+    return _box_of(np.ascontiguousarray(points), *_split_arrays(part))
+
+
+@njit(parallel=True, cache=True)
+def _group_rows(points, box, n_boxes, n_chunks, row_offset):
+    n, d = points.shape
+    step = (n + n_chunks - 1) // n_chunks
+    counts = np.zeros((n_chunks, n_boxes), np.int64)
+    for c in prange(n_chunks):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            counts[c, box[i]] += 1
+    # box-major, chunk-minor offsets: each chunk scatters its rows of box b
+    # after the rows of b from earlier chunks, so the grouping is stable
+    offsets = np.empty((n_chunks, n_boxes), np.int64)
+    starts = np.zeros(n_boxes + 1, np.int64)
+    acc = 0
+    for b in range(n_boxes):
+        starts[b] = acc
+        for c in range(n_chunks):
+            offsets[c, b] = acc
+            acc += counts[c, b]
+    starts[n_boxes] = acc
+    grouped = np.empty_like(points)
+    rows = np.empty(n, np.int64)
+    for c in prange(n_chunks):
+        pos = offsets[c].copy()
+        for i in range(c * step, min(n, (c + 1) * step)):
+            b = box[i]
+            p = pos[b]
+            pos[b] = p + 1
+            for a in range(d):
+                grouped[p, a] = points[i, a]
+            rows[p] = i + row_offset
+    return grouped, rows, starts
+
+
+def group_by_box(points, box, n_boxes, row_offset=0):
+    """The rows of ``points`` grouped by box, stably, in one parallel pass.
+
+    points : (n, d) float; box : (n,) int64 in [0, n_boxes).  Returns
+    ``grouped`` (n, d) (box k's rows are ``grouped[starts[k]:starts[k+1]]``,
+    in their input order), ``rows`` (n,) int64 (input row of each grouped
+    row plus ``row_offset``) and ``starts`` (n_boxes + 1,) int64.
+    """
+    pts = np.ascontiguousarray(points)
+    return _group_rows(pts, np.ascontiguousarray(box, np.int64), n_boxes,
+                       _n_chunks(pts.shape[0]), np.int64(row_offset))
+
+
+def _n_chunks(n: int) -> int:
+    """Stretches of rows the two-pass (count, then place) kernels split n
+    rows into: at least 64K rows each, at most 256."""
+    return max(1, min(256, n // 65536))
+
+
+@njit(parallel=True, cache=True)
+def _copy_rows(dst, src, at):
+    # in blocks of rows: one thread per block, few page faults contended
+    n = src.shape[0]
+    step = 1 << 16
+    for c in prange((n + step - 1) // step):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            for a in range(src.shape[1]):
+                dst[at + i, a] = src[i, a]
+
+
+def concat_rows(arrays):
+    """``np.concatenate(arrays)`` along axis 0, copied in parallel.
+
+    arrays : sequence of (m_i, ...) arrays of one dtype and equal trailing
+    shapes.  The output is allocated once and filled by numba threads, so
+    its pages are faulted in by all cores rather than one (the
+    single-threaded concatenate of a box's gigabytes was most of the
+    shuffle).
+    """
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    total = sum(a.shape[0] for a in arrays)
+    out = np.empty((total,) + arrays[0].shape[1:], arrays[0].dtype)
+    flat = out.reshape(total, -1)
+    at = 0
+    for a in arrays:
+        if a.shape[0]:
+            _copy_rows(flat, a.reshape(a.shape[0], -1), at)
+        at += a.shape[0]
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _face_distances(points, lo, hi, use_lo, use_hi):
+    n, d = points.shape
+    out = np.empty(n)
+    for i in prange(n):
+        b = np.inf
+        for a in range(d):
+            x = np.float64(points[i, a])
+            if use_lo[a]:
+                b = min(b, x - lo[a])
+            if use_hi[a]:
+                b = min(b, hi[a] - x)
+        out[i] = max(b, 0.0)
+    return out
+
+
+def face_distances(part: Partitioning, k: int, points) -> np.ndarray:
+    """(n,) float64 distance from each point of box k to its nearest face
+    shared with another box (+inf when the box shares none); one parallel
+    pass, in float64."""
+    lo, hi = part.lo[k], part.hi[k]
+    return _face_distances(np.ascontiguousarray(points), lo, hi,
+                           lo > part.global_lo, hi < part.global_hi)
+
+
+def certificate_distances(b: np.ndarray, dtype, d: int) -> np.ndarray:
+    """Face distances shrunk so the certificate survives rounding.
+
+    A squared distance in ``dtype`` is within (2d + 4) ulps of the truth, so
+    comparing against ``b * (1 - (2d + 4) eps)`` (rounded down) keeps the
+    proof valid in finite precision.
+    """
+    eps = float(np.finfo(dtype).eps)
+    safe = (b * (1.0 - (2 * d + 4) * eps)).astype(dtype)
+    return np.nextafter(safe, dtype.type(0)) if np.issubdtype(dtype, np.floating) else safe
+
+
+def distance_to_box(part: Partitioning, k: int, points) -> np.ndarray:
+    """(n,) float64 Euclidean distance from points to box k (0 inside)."""
+    x = np.asarray(points, np.float64)
+    gap = np.maximum(np.maximum(part.lo[k] - x, x - part.hi[k]), 0.0)
+    return np.sqrt((gap * gap).sum(axis=1))
+
+
+@njit(parallel=True, cache=True)
+def _indices_at_most(values, bound, n_chunks):
+    n = values.shape[0]
+    step = (n + n_chunks - 1) // n_chunks
+    counts = np.zeros(n_chunks + 1, np.int64)
+    for c in prange(n_chunks):
+        k = 0
+        for i in range(c * step, min(n, (c + 1) * step)):
+            if values[i] <= bound:
+                k += 1
+        counts[c + 1] = k
+    for c in range(n_chunks):
+        counts[c + 1] += counts[c]
+    out = np.empty(counts[n_chunks], np.int64)
+    for c in prange(n_chunks):
+        k = counts[c]
+        for i in range(c * step, min(n, (c + 1) * step)):
+            if values[i] <= bound:
+                out[k] = i
+                k += 1
+    return out
+
+
+def indices_at_most(values, bound: float) -> np.ndarray:
+    """``np.flatnonzero(values <= bound)`` (ascending int64) in one parallel
+    pass: the shell of a box of hundreds of millions of points is a small
+    fraction of it."""
+    v = np.ascontiguousarray(values)
+    return _indices_at_most(v, float(bound), _n_chunks(v.shape[0]))
+
+
+def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
+    """For the points of box k: which go to which other box as ghosts.
+
+    Returns a dict {box: index array into ``points``} of the shell points
+    (face distance <= R) within R of that box.  A little slack on R only
+    adds candidates; it never costs exactness.
+    """
+    r = radius * (1 + 1e-6) + 1e-300
+    shell = indices_at_most(face, r)
+    out = {}
+    if shell.size == 0:
+        return shell, out
+    x = points[shell]
+    for j in range(part.n_boxes):
+        if j != k:
+            near = shell[distance_to_box(part, j, x) <= r]
+            if near.size:
+                out[j] = near
+    return shell, out
+
+
+def mean_spacing(part: Partitioning, n: int) -> float:
+    """(volume / n) ** (1/d) over the axes of nonzero extent."""
+    ext = part.global_hi - part.global_lo
+    ext = ext[ext > 0]
+    if ext.size == 0 or n == 0:
+        return 0.0
+    return float(np.exp(np.log(ext).sum() / ext.size) / n ** (1.0 / ext.size))
+
+
+def choose_partitioning(points, n_boxes, sample_size=100_000, seed=0) -> Partitioning:
+    n = points.shape[0]
+    rng = np.random.default_rng(seed)
+    take = rng.choice(n, size=min(n, sample_size), replace=False) if n else np.zeros(0, int)
+    sample = np.asarray(points[np.sort(take)], np.float64)
+    lo = np.asarray(points.min(axis=0), np.float64) if n else np.zeros(points.shape[1])
+    hi = np.asarray(points.max(axis=0), np.float64) if n else np.zeros(points.shape[1])
+    return recursive_coordinate_bisection(sample, n_boxes, lo, hi)

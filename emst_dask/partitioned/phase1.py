@@ -1,0 +1,179 @@
+"""Phase 1 of the partitioned EMST: each box on its own, no communication.
+
+A box's worker runs the single-device engine on the box's points, then the
+local certificate (``certificate``) over the box's MST edges: the
+certified edges are final global MST edges; the rest of the box's MST are
+candidates for phase 2, and the components of the certified edges are the
+box's *super-vertices* (labelled by a global id), which hug the shared
+faces.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engine import boruvka
+from ..kernels import get_kernels
+from .boxes import certificate_distances
+from .certificate import _scatter_min, boruvka_certificate, kruskal_certificate
+from .edges import Edges, strict_edge_order, take
+
+
+@dataclass
+class BoxResult:
+    """Phase 1 output of one box (global ids).
+
+    The super-vertex of point i is the global id ``gids[label_rows[i]]``
+    (its root's); phase 2 needs it for the shell only, so the per-point
+    labels stay local (int32 where they fit: half the bytes, no gather of
+    the whole box).
+    """
+
+    certified: Edges          # final global MST edges
+    uncertified: Edges        # the rest of MST(box): candidates
+    label_rows: np.ndarray    # (n_box,) int32/int64 box row of each point's root
+    gids: np.ndarray          # (n_box,) int64 the box's global ids (shared)
+    max_local2: float         # longest squared edge of MST(box)
+    n_super: int = 1          # distinct super-vertices
+    seconds: dict = field(default_factory=dict)  # per step: engine (and
+                              # engine.<phase>), order, certificate, edges
+
+    def super_labels_of(self, idx) -> np.ndarray:
+        """(len(idx),) int64 super-vertex (a global id) of box rows ``idx``."""
+        return self.gids[self.label_rows[idx]]
+
+    @property
+    def super_labels(self) -> np.ndarray:
+        """(n_box,) int64 super-vertex (a global id) of every point."""
+        return take(self.gids, self.label_rows)
+
+
+def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
+              certificate="auto") -> BoxResult:
+    """Phase 1 on one box: certified edges, the rest of its MST, super-vertices.
+
+    points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending
+    (so the engine's tie order on local indices is the global one).
+    face : (m,) float64 face distances (``face_distances``).
+    core : (m,) squared core distances (mutual reachability) or None.
+
+    The box's MST comes from the single-device engine on any backend; the
+    certificate runs where the edges are, in the engine's scaled units (so
+    nothing underflows): ``kruskal_certificate`` (numba) on the CPU,
+    ``boruvka_certificate`` (whole-array CuPy operations) on the GPU
+    (``certificate`` = "kruskal" or "boruvka" picks one; for the tests).
+    """
+    m, d = points.shape
+    dt = points.dtype
+    if m == 0:
+        e = Edges.empty(dt)
+        return BoxResult(e, e, np.zeros(0, np.int32), np.asarray(gids, np.int64), 0.0, 0, {})
+    if m == 1:
+        e = Edges.empty(dt)
+        return BoxResult(e, e, np.zeros(1, np.int32), np.asarray(gids, np.int64), 0.0, 1, {})
+    t0 = time.perf_counter()
+    K = get_kernels(backend)
+    xp, to = K.xp, K.to_host
+    pts = K.to_device(points)
+    res = boruvka(K, pts, min_samples,
+                         core_distances2=None if core is None else xp.asarray(core))
+    s, t, w2s = res.source, res.target, res.weight2
+    del pts  # the certificate's arrays take its place
+    K.synchronize()
+    t1 = time.perf_counter()
+    alone = not np.isfinite(face).any()  # shares no face: its MST is final
+    t_order = 0.0
+    if alone:
+        certified = None
+        labels = xp.zeros(m, xp.int64)
+        n_super = 1
+    else:
+        # on the device: a flushed subnormal only lowers a bound (still safe)
+        safe = xp.ldexp(certificate_distances(K.to_device(face), dt, d).astype(xp.float64),
+                        res.exponent)
+        with np.errstate(over="ignore"):  # no face: +inf, certifies anything
+            safe2 = safe * safe + 0.0     # (+ 0.0: no negative zero)
+        del safe
+        w2f = w2s.astype(xp.float64)
+        order = strict_edge_order(xp, s, t, w2s)
+        K.synchronize()
+        t_order = time.perf_counter() - t1
+        if certificate == "auto":
+            certificate = "kruskal" if xp is np else "boruvka"
+        if certificate == "kruskal":
+            order = K.to_host(order)
+            s, t = K.to_host(s), K.to_host(t)
+            certified, labels = kruskal_certificate(order, s, t, K.to_host(w2f),
+                                                    K.to_host(safe2))
+            certified, labels = xp.asarray(certified), xp.asarray(labels)
+            s, t = xp.asarray(s), xp.asarray(t)
+        else:
+            rank = xp.empty(m - 1, xp.int64)
+            rank[order] = xp.arange(m - 1, dtype=xp.int64)
+            del order
+            certified, labels = boruvka_certificate(xp, s, t, rank, w2f, safe2, m,
+                                                    _scatter_min(xp))
+        n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
+    K.synchronize()
+    t2 = time.perf_counter()
+    # local indices cross to the host (as int32 when they fit) and become
+    # global ids there: half the bytes over the bus of global int64 ids
+    gh = np.ascontiguousarray(gids, np.int64)
+
+    def rows(local):
+        return K.to_host(local.astype(xp.int32) if m < 2**31 else local)
+
+    def ids(local):
+        return take(gh, rows(local))
+
+    def weights(w):  # on the host: GPU arithmetic may flush subnormals
+        w = to(w)
+        return np.ldexp(w.astype(np.float64), -2 * res.exponent).astype(dt) \
+            if res.exponent else w
+
+    label_rows = rows(labels)
+    z = np.zeros(0, np.int64)
+    if certified is None:
+        cert = Edges(ids(s), ids(t), weights(w2s), z, z.copy())
+        rest = Edges.empty(dt)
+    else:
+        nc = ~certified
+        cert = Edges(ids(s[certified]), ids(t[certified]), weights(w2s[certified]), z,
+                     z.copy())
+        ns, nt = to(s[nc]), to(t[nc])
+        rest = Edges(gh[ns], gh[nt], weights(w2s[nc]), gh[label_rows[ns]],
+                     gh[label_rows[nt]])
+    out = BoxResult(cert, rest, label_rows, gh, float(weights(w2s.max().reshape(1))[0]),
+                    n_super)
+    out.seconds = {"engine": t1 - t0, "order": t_order, "certificate": t2 - t1 - t_order,
+                   "edges": time.perf_counter() - t2,
+                   **{f"engine.{k}": v for k, v in res.timings.items()}}
+    return out
+
+
+def run_engine(points, backend, min_samples, core=None):
+    """The single-device engine on one point set.
+
+    Parameters
+    ----------
+    points : (m, d) float numpy array
+    backend : {"cpu", "cuda"}
+    min_samples : int
+    core : (m,) squared core distances, optional
+
+    Returns
+    -------
+    (source, target, w2): (m-1,) int64 local rows and squared weights in
+    input units, on the host.
+    """
+    K = get_kernels(backend)
+    pts = K.to_device(points)
+    res = boruvka(K, pts, min_samples,
+                  core_distances2=None if core is None else K.to_device(core))
+    to = K.to_host
+    w2 = to(res.weight2)
+    if res.exponent:
+        w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent).astype(points.dtype)
+    return to(res.source), to(res.target), w2

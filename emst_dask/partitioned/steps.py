@@ -1,0 +1,286 @@
+"""The steps of the partitioned EMST that touch points: pure functions of
+their arguments, so that the same step runs in this process or as a Dask
+task on the worker that holds the data (``emst_dask.partitioned.algorithm``
+orders them; an executor runs them).
+
+Read (``read_block``, ``array_block``) and summarise the row blocks; split
+them into boxes and assemble each box (the shuffle); core distances with
+ghosts across the faces; phase 1 per box (``solve``); phase 2 per box
+(``outgoing``, ``connect``) and the spanning forest over super-vertices
+(``spanning_forest``).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine import core_distances2
+from ..io.checks import check_exact_integers, check_finite
+from ..io.staging import default_threads
+from ..kernels import get_kernels, resolve_backend
+from .boxes import (Partitioning, assign_boxes, concat_rows, distance_to_box, face_distances,
+                    group_by_box, shell_and_ghosts)
+from .edges import Edges, minimum_spanning_forest
+from .phase1 import BoxResult, run_engine, solve_box
+
+
+@dataclass
+class Block:
+    """Rows [start, start + len) of the cloud in its compute dtype."""
+
+    start: int
+    points: np.ndarray
+
+
+@dataclass
+class Box:
+    """The points of one box, global ids ascending.
+
+    points : (m, d) float; gids : (m,) int64; face : (m,) float64 face
+    distances; core : (m,) squared core distances (mutual reachability).
+    """
+
+    k: int
+    points: np.ndarray
+    gids: np.ndarray
+    face: np.ndarray
+    core: np.ndarray | None = None
+
+
+@dataclass
+class Piece:
+    """Rows sent from one place to another (shuffle or ghosts)."""
+
+    points: np.ndarray
+    gids: np.ndarray
+    labels: np.ndarray | None = None
+    core: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.points, self.gids, self.labels, self.core)
+                       if a is not None))
+
+
+# --------------------------------------------------------------------------
+# read
+# --------------------------------------------------------------------------
+def read_block(src, start: int, stop: int) -> Block:
+    """Rows [start, stop) of a ``PointSource``: its storage chunks read and
+    checked (NaN/inf, integers beyond 2**53) by a thread pool (zarr decodes
+    in the calling thread) into one array."""
+    out = np.empty((stop - start, src.d), src.compute_dtype)
+    pieces = [(max(a, start), min(b, stop)) for a, b in src.chunks if a < stop and b > start]
+    bad = []
+
+    def read(ab):
+        a, b = ab
+        first = src.read_checked(a, b, out[a - start:b - start])
+        if first is not None:
+            bad.append(first)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(default_threads(), len(pieces)))) as pool:
+        list(pool.map(read, pieces))
+    if bad:
+        src.raise_nonfinite(out, start, min(bad))
+    return Block(start, out)
+
+
+def array_block(data, start: int, where: str, dtype) -> Block:
+    """An in-memory block (scattered, or a dask array's computed block),
+    checked and converted to the compute dtype."""
+    if type(data).__module__.startswith("cupy"):
+        data = data.get()
+    data = np.asarray(data)
+    label = f"{where}: block starting at row {start}"
+    check_exact_integers(data, start, label)
+    pts = np.ascontiguousarray(data, dtype=dtype)
+    check_finite(pts, row_offset=start, where=label)
+    return Block(start, pts)
+
+
+def summarize(block: Block, n_total: int, sample_size: int, seed: int) -> dict:
+    """Rows, per-axis bounds and a random sample of a block (for the split)."""
+    from ..kernels.cpu.bvh import axis_bounds
+
+    x = block.points
+    m = x.shape[0]
+    rng = np.random.default_rng([seed, block.start])
+    k = min(m, int(round(sample_size * m / max(n_total, 1))))
+    take = np.sort(rng.choice(m, size=k, replace=False)) if k < m else np.arange(m)
+    lo, hi = axis_bounds(np.ascontiguousarray(x))[:2] if m else (None, None)
+    return dict(m=m, lo=lo, hi=hi, sample=np.asarray(x[take], np.float64), nbytes=x.nbytes)
+
+
+# --------------------------------------------------------------------------
+# shuffle
+# --------------------------------------------------------------------------
+def split_block(block: Block, partitioning: Partitioning) -> dict:
+    """{box: Piece} of a block's rows, global ids ascending within each."""
+    box = assign_boxes(partitioning, block.points)
+    grouped, gids, starts = group_by_box(block.points, box, partitioning.n_boxes, block.start)
+    return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
+            for k in range(partitioning.n_boxes)}
+
+
+def assemble_box(k: int, partitioning: Partitioning, *pieces) -> Box:
+    """Box k from its pieces (one per block), global ids ascending."""
+    d = partitioning.lo.shape[1]
+    dtype = pieces[0].points.dtype if pieces else np.float64
+    # every piece is ascending and pieces cover disjoint row ranges: ordering
+    # the pieces by their first id orders the box
+    pieces = sorted((p for p in pieces if len(p.gids)), key=lambda p: int(p.gids[0]))
+    if pieces:
+        points = concat_rows([p.points for p in pieces])
+        gids = concat_rows([p.gids for p in pieces])
+    else:
+        points, gids = np.zeros((0, d), dtype), np.zeros(0, np.int64)
+    return Box(k, points, gids, face_distances(partitioning, k, points))
+
+
+def piece_sizes(pieces: dict) -> dict:
+    """{destination: bytes} of a step's outgoing pieces."""
+    return {j: p.nbytes for j, p in pieces.items()}
+
+
+def box_info(box: Box) -> dict:
+    """Points and bytes of a box."""
+    return dict(n=int(box.points.shape[0]), nbytes=int(box.points.nbytes + box.gids.nbytes))
+
+
+# --------------------------------------------------------------------------
+# core distances (mutual reachability)
+# --------------------------------------------------------------------------
+def _core2(points, min_samples, backend):
+    K = get_kernels(resolve_backend(backend))
+    return np.asarray(K.to_host(core_distances2(K, K.to_device(points), min_samples)))
+
+
+def local_core(box: Box, min_samples: int, backend: str):
+    """(box with local squared core distances, radius): local core distances
+    are upper bounds; a point whose bound reaches past its faces may have
+    neighbours in other boxes within ``radius``."""
+    m = box.points.shape[0]
+    if m >= min_samples:
+        core = _core2(box.points, min_samples, backend)
+    else:
+        core = np.full(m, np.inf, box.points.dtype)
+    unsure = box.face.astype(np.float64) ** 2 < core
+    r = float(np.sqrt(core[unsure].max())) * (1 + 1e-6) if unsure.any() else 0.0
+    return Box(box.k, box.points, box.gids, box.face, core), r
+
+
+def core_ghosts(box: Box, partitioning: Partitioning, radii: dict) -> dict:
+    """{j: Piece}: the points of ``box`` within radii[j] of box j."""
+    out = {}
+    for j, r in radii.items():
+        if j == box.k or r <= 0:
+            continue
+        near = distance_to_box(partitioning, j, box.points) <= r
+        out[j] = Piece(box.points[near], box.gids[near])
+    return out
+
+
+def fix_core(box: Box, min_samples: int, backend: str, *ghosts) -> Box:
+    """Exact squared core distances of the unsure points, with the ghosts."""
+    core = box.core.copy()
+    unsure = box.face.astype(np.float64) ** 2 < core
+    if unsure.any() and ghosts:
+        pts = np.concatenate([box.points] + [g.points for g in ghosts])
+        c = _core2(pts, min_samples, backend)
+        core[unsure] = c[:box.points.shape[0]][unsure]
+    return Box(box.k, box.points, box.gids, box.face, core)
+
+
+def core_of(box: Box):
+    """(gids, squared core distances) of a box."""
+    return box.gids, box.core
+
+
+# --------------------------------------------------------------------------
+# phase 1
+# --------------------------------------------------------------------------
+def solve(box: Box, min_samples: int, backend: str, certificate: str = "auto"):
+    """Phase 1 on a box: (BoxResult, seconds, backend name)."""
+    t0 = time.perf_counter()
+    name = resolve_backend(backend)
+    res = solve_box(box.points, box.gids, box.face, name, min_samples, box.core, certificate)
+    return res, time.perf_counter() - t0, name
+
+
+def solve_info(solved) -> dict:
+    """What the driver needs of a solved box: counts, seconds, backend."""
+    res, seconds, name = solved
+    return dict(certified=len(res.certified), uncertified=len(res.uncertified),
+                n_super=res.n_super, max_local2=res.max_local2,
+                seconds=seconds, steps=res.seconds, backend=name)
+
+
+def certified_edges(solved) -> Edges:
+    """A solved box's certified edges (without the super-vertex columns)."""
+    e = solved[0].certified
+    return Edges(e.u, e.v, e.w2, e.u[:0], e.v[:0])
+
+
+# --------------------------------------------------------------------------
+# phase 2
+# --------------------------------------------------------------------------
+def outgoing(box: Box, solved, partitioning: Partitioning, radius: float) -> dict:
+    """Box k's shell (under key k) and its ghosts for every other box,
+    each point with its super-vertex."""
+    res: BoxResult = solved[0]
+    shell, out = shell_and_ghosts(partitioning, box.k, box.points, box.face, radius)
+    pieces = {box.k: shell}
+    pieces.update(out)
+    core = box.core
+    return {j: Piece(box.points[idx], box.gids[idx], res.super_labels_of(idx),
+                     None if core is None else core[idx]) for j, idx in pieces.items()}
+
+
+def connect(box: Box, solved, min_samples: int, backend: str, *pieces) -> Edges:
+    """Phase 2 on one box: the MST of its shell and ghosts, the edges
+    between different super-vertices, with the box's uncertified edges,
+    reduced to a minimum spanning forest over super-vertices."""
+    res: BoxResult = solved[0]
+    pts = np.concatenate([p.points for p in pieces])
+    gids = np.concatenate([p.gids for p in pieces])
+    labels = np.concatenate([p.labels for p in pieces])
+    core = None if box.core is None else np.concatenate([p.core for p in pieces])
+    order = np.argsort(gids, kind="stable")
+    return connect_box(np.ascontiguousarray(pts[order]), gids[order], labels[order],
+                       res.uncertified, resolve_backend(backend), min_samples,
+                       None if core is None else core[order])
+
+
+def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
+                min_samples=1, core=None) -> Edges:
+    """MST(shell + ghosts) candidates with ``uncertified``, reduced to an MSF.
+
+    ``points``/``gids``/``super_labels``/``core`` hold the box's shell and its
+    ghosts together, sorted by global id (so the engine's tie order on local
+    rows is the global one).
+    """
+    dt = uncertified.w2.dtype
+    cands = [uncertified]
+    if points.shape[0] > 1:
+        s, t, w2 = run_engine(points, backend, min_samples, core=core)
+        keep = super_labels[s] != super_labels[t]
+        s, t = s[keep], t[keep]
+        cands.append(Edges(gids[s], gids[t], w2[keep].astype(dt, copy=False),
+                           super_labels[s], super_labels[t]))
+    return minimum_spanning_forest(Edges.concat(cands, dt))
+
+
+def spanning_forest(dtype, *forests) -> Edges:
+    """The minimum spanning forest of the boxes' forests over super-vertices."""
+    return minimum_spanning_forest(Edges.concat(forests, np.dtype(dtype)))
+
+
+def forest_summary(forest: Edges) -> tuple[int, float, int]:
+    """(edges, longest squared weight, bytes) of a forest."""
+    longest2 = float(forest.w2.max()) if len(forest) else 0.0
+    nbytes = int(sum(a.nbytes for a in (forest.u, forest.v, forest.w2, forest.su, forest.sv)))
+    return len(forest), longest2, nbytes
