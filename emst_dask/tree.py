@@ -46,12 +46,17 @@ class SpanningTree:
     components: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     report: Any = None
+    _total: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def total_weight(self) -> float:
-        """Sum of the edge weights, accumulated in float64 (on the host: GPU
-        arithmetic may flush float32 subnormal weights to zero)."""
-        return float(_to_numpy(self.weight).astype(np.float64).sum()) if len(self.weight) else 0.0
+        """Sum of the edge weights, accumulated in float64 on the host (GPU
+        arithmetic may flush float32 subnormal weights to zero); computed
+        once."""
+        if self._total is None:  # float64 accumulation, no float64 copy of the weights
+            self._total = (float(_to_numpy(self.weight).sum(dtype=np.float64))
+                           if len(self.weight) else 0.0)
+        return self._total
 
     @property
     def n_edges(self) -> int:

@@ -310,3 +310,22 @@ def check_spanning_tree(tree, points, min_samples: int = 1, *, expected=None,
                 f"edge set differs from the unique MST: {len(got_set - want_set)} "
                 f"edge(s) not in it, e.g. {sorted(got_set - want_set)[:3]}")
     return out
+
+
+def squarable(pts):
+    """Whether some power-of-two scaling puts every squared distance of two
+    distinct points of ``pts`` in the normal range of float64 (float32
+    clouds: float64 holds the square of any float32 difference) without
+    overflow: distinct coordinates differ by at least the float spacing at
+    the smallest nonzero magnitude, and no difference exceeds twice the
+    largest magnitude (room kept for 8 squared terms).  True / False, or
+    None within a factor 8 of the limit (either answer is right there)."""
+    a = np.abs(np.asarray(pts))
+    nz = a[a > 0]
+    if nz.size == 0 or np.asarray(pts).dtype == np.float32:
+        return True
+    fi = np.finfo(np.float64)
+    span = math.log2(2.0 * float(nz.max()) / float(np.spacing(nz.min())))
+    # need e with (spacing 2^e)^2 >= tiny and 8 (2 max 2^e)^2 <= max
+    limit = (math.log2(float(fi.max) / 8) - math.log2(float(fi.tiny))) / 2
+    return True if span <= limit - 3 else False if span > limit else None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 
 import hypothesis.extra.numpy as hnp
-import math
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 
 from emst_dask import InputError, SpanningTree, emst
 from emst_dask import datasets
-from oracle import (WEIGHT_RTOL, check_spanning_tree, distance_matrix, edge_set, host,
+from oracle import (WEIGHT_RTOL, squarable, check_spanning_tree, distance_matrix, edge_set, host,
                     kruskal_tie_ordered)
 
 FLOATS = [np.float32, np.float64]
@@ -99,24 +98,6 @@ def clouds(draw, max_n=48, max_d=5):
     pool = draw(hnp.arrays(dtype, (n_pool, d), elements=el))
     idx = draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, n_pool - 1)))
     return np.ascontiguousarray(pool[idx])
-
-
-def squarable(pts):
-    """Whether some power-of-two scaling puts every squared distance of two
-    distinct points of ``pts`` in the normal range of its dtype without
-    overflow: distinct coordinates differ by at least the float spacing at
-    the smallest nonzero magnitude, and no difference exceeds twice the
-    largest magnitude (room kept for 8 squared terms).  True / False, or
-    None within a factor 8 of the limit (either answer is right there)."""
-    a = np.abs(np.asarray(pts))
-    nz = a[a > 0]
-    if nz.size == 0:
-        return True
-    fi = np.finfo(pts.dtype)
-    span = math.log2(2.0 * float(nz.max()) / float(np.spacing(nz.min())))
-    # need e with (spacing 2^e)^2 >= tiny and 8 (2 max 2^e)^2 <= max
-    limit = (math.log2(float(fi.max) / 8) - math.log2(float(fi.tiny))) / 2
-    return True if span <= limit - 3 else False if span > limit else None
 
 
 @given(pts=clouds())

@@ -432,19 +432,21 @@ def test_unrepresentable_distance_range_is_refused():
 def test_big_endian_input_gives_the_native_tree(tmp_path, dt, where):
     native = np.dtype(dt).newbyteorder("=")
     pts = cloud(400, 3, seed=29, dtype=native)
-    ref = emst_dask.emst(pts, sort_by_weight=True)
+    ref = emst_dask.emst(pts, sort_by_weight=True, backend="cpu")
     big = pts.astype(dt)
     assert big.dtype.byteorder == ">" and np.array_equal(big, pts)
     if where == "npy":
         np.save(tmp_path / "be.npy", big)
-        tree = emst_dask.emst(str(tmp_path / "be.npy"), client=False, sort_by_weight=True)
+        tree = emst_dask.emst(str(tmp_path / "be.npy"), client=False, sort_by_weight=True,
+                              backend="cpu")
     elif where == "zarr2":
         z = zarr.create_array(str(tmp_path / "be.zarr"), shape=big.shape, chunks=(100, 3),
                               dtype=dt, zarr_format=2)
         z[...] = big
-        tree = emst_dask.emst(str(tmp_path / "be.zarr"), client=False, sort_by_weight=True)
+        tree = emst_dask.emst(str(tmp_path / "be.zarr"), client=False, sort_by_weight=True,
+                              backend="cpu")
     else:
-        tree = emst_dask.emst(big, sort_by_weight=True)
+        tree = emst_dask.emst(big, sort_by_weight=True, backend="cpu")
     assert tree.weight.dtype == native
     for got, want in zip(_sorted_edges(tree), _sorted_edges(ref)):
         np.testing.assert_array_equal(got, want)

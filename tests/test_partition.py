@@ -93,6 +93,7 @@ def test_property_random(n, d, P, seed, grid, k):
     if grid:
         pts = np.round(pts * grid)
     k = min(k, n)
+    P = min(P, n)  # at most a box per point (more is refused: test_partitions_bounded)
     check_same_as_single(pts, P, min_samples=k)
 
 
@@ -158,3 +159,13 @@ def test_points_within_an_ulp_of_a_split_plane(P):
         assert np.all((mine >= same.lo[k]) & (mine <= same.hi[k]))
     check_same_as_single(pts, P)
     check_same_as_single(pts, P, certificate="boruvka")
+
+
+def test_partitions_bounded():
+    """More boxes than points is refused before any work, naming both."""
+    from emst_dask import InputError
+
+    pts = np.random.default_rng(0).random((5, 2))
+    with pytest.raises(InputError, match="partitions=6 is more than the 5 points"):
+        emst_partitioned(pts, 6)
+    assert emst_partitioned(pts, 5).n_edges == 4

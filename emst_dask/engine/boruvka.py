@@ -153,6 +153,7 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None, progress=N
         return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 0, 0, [n], {})
 
     points, exponent, box = scale_exactly(K, points)
+    dtype = points.dtype  # float64 for a float32 cloud float32 cannot square
     bvh = construct_bvh(K, points, timers, box)
     mrd = min_samples > 1 or core_distances2 is not None
     if core_distances2 is not None:
@@ -218,11 +219,12 @@ def core_distances2(K, points, min_samples: int):
     (n,) squared core distances (input units, input order), ``K.xp``.
     """
     n = points.shape[0]
+    dtype = points.dtype
     if min_samples <= 1 or n <= 1:
-        return K.xp.zeros(n, points.dtype)
+        return K.xp.zeros(n, dtype)
     points, exponent, box = scale_exactly(K, points)
     bvh = construct_bvh(K, points, Timers(enabled=False), box)
     core2 = K.compute_core_distances(bvh, min_samples)
     out = K.xp.empty_like(core2)
     out[bvh.orig] = core2
-    return ldexp(K, out, -2 * exponent, points.dtype)
+    return ldexp(K, out, -2 * exponent, dtype)

@@ -5,8 +5,8 @@ Multiplying every coordinate by ``2**e`` is exact in binary floating point,
 so distances computed on the scaled cloud and scaled back are bit-identical
 to unscaled ones wherever neither overflows nor underflows.  This module
 picks ``e`` from one pass over the points (per-axis bounds and the smallest
-nonzero magnitude), and refuses, before any work, a cloud for which no
-``e`` works.
+nonzero magnitude); a float32 cloud for which no ``e`` works is computed in
+float64, and a float64 one is refused before any work.
 
 Why the smallest magnitude: every float of magnitude at least m is an
 integer multiple of ulp(m), so two distinct coordinates of a cloud whose
@@ -92,8 +92,22 @@ def bounds(K, points):
     return K.bounds(points)
 
 
+def exact_frame(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype):
+    """(compute dtype, exponent): ``exact_scale`` in ``dtype``, or, for a
+    float32 cloud whose squared distances float32 cannot all hold, in
+    float64, which holds every squared distance of float32 coordinates
+    (the weights are rounded back to float32 at the end)."""
+    dtype = np.dtype(dtype)
+    try:
+        return dtype, exact_scale(lo, hi, smallest, dtype)
+    except InputError:
+        if dtype != np.float32:
+            raise
+    return np.dtype(np.float64), exact_scale(lo, hi, smallest, np.float64)
+
+
 def scale_exactly(K, points):
-    """Bounds, ``exact_scale`` and the scaling, once per cloud.
+    """Bounds, ``exact_frame`` and the scaling, once per cloud.
 
     Parameters
     ----------
@@ -102,13 +116,19 @@ def scale_exactly(K, points):
 
     Returns
     -------
-    (scaled points, exponent, (lo, hi) of the scaled points as float64 (d,)).
-    Power-of-two scaling is exact, so the scaled bounds need no second pass.
+    (scaled points in the compute dtype, exponent, (lo, hi) of the scaled
+    points as float64 (d,)).  Power-of-two scaling is exact, so the scaled
+    bounds need no second pass.
     """
     lo, hi, smallest = bounds(K, points)
-    exponent = exact_scale(lo, hi, smallest, points.dtype)
+    dtype, exponent = exact_frame(lo, hi, smallest, points.dtype)
+    # device arithmetic may flush subnormal inputs: with one, convert on the host
+    normal = smallest >= float(np.finfo(points.dtype).tiny)
+    if dtype != points.dtype:
+        points = points.astype(dtype) if normal else \
+            K.to_device(np.asarray(K.to_host(points)).astype(dtype))
+        normal = smallest >= float(np.finfo(dtype).tiny)
     if exponent:
-        normal = smallest >= float(np.finfo(points.dtype).tiny)
         points = ldexp(K, points, exponent, points.dtype, on_device=normal)
         lo, hi = np.ldexp(lo, exponent), np.ldexp(hi, exponent)
     return points, exponent, (lo, hi)
@@ -134,7 +154,8 @@ def unscale_weights(K, w2, exponent: int, dtype):
     """(m,) weights in input units from (m,) squared weights in the scaled frame."""
     xp = K.xp
     w = xp.sqrt(w2)
-    if exponent:  # on the host: device arithmetic may flush subnormals to zero
+    if exponent or w.dtype != np.dtype(dtype):
+        # on the host: device arithmetic may flush subnormal results to zero
         host = np.asarray(K.to_host(w))
         w = K.to_device(np.ldexp(host.astype(np.float64), -exponent).astype(dtype))
     return w.astype(dtype, copy=False)

@@ -147,6 +147,7 @@ def write_edges(output, tree: SpanningTree, *, input: str = "",
     """
     if not isinstance(output, Output):
         output = resolve_output(output, **output_options)
+    t0 = time.perf_counter()
     attrs = tree_attrs(tree, input, extra_attrs)
     if output.kind == "npy":
         return _write_npy(output, tree, attrs, report)
@@ -159,6 +160,8 @@ def write_edges(output, tree: SpanningTree, *, input: str = "",
     with output.written_aside() as tmp:
         group = open_new_group(output, tmp)
         _fill(group, tree, attrs, output, threads, report)
+        # the whole write, not only the arrays: checks, attributes, placing
+        attrs["timings"]["write_all"] = time.perf_counter() - t0
         attrs = finish_attrs(group, attrs)
     output.cleanup()
     return EdgeStore(output.local, attrs)

@@ -130,8 +130,9 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
 
     def weights(w):  # on the host: GPU arithmetic may flush subnormals
         w = to(w)
-        return np.ldexp(w.astype(np.float64), -2 * res.exponent).astype(dt) \
-            if res.exponent else w
+        if res.exponent:
+            w = np.ldexp(w.astype(np.float64), -2 * res.exponent)
+        return w.astype(dt, copy=False)
 
     label_rows = rows(labels)
     z = np.zeros(0, np.int64)
@@ -175,5 +176,5 @@ def run_engine(points, backend, min_samples, core=None):
     to = K.to_host
     w2 = to(res.weight2)
     if res.exponent:
-        w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent).astype(points.dtype)
-    return to(res.source), to(res.target), w2
+        w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent)
+    return to(res.source), to(res.target), w2.astype(points.dtype, copy=False)

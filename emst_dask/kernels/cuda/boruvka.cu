@@ -199,12 +199,22 @@ template <> struct Ord<float> {
     u32 b = __float_as_uint(x);
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
   }
+  // |x| in the same order-preserving encoding, 0 for +-0: on the bits, so
+  // that a flushing (FTZ) build still sees subnormal coordinates
+  static __device__ __forceinline__ u32 magnitude(float x) {
+    u32 b = __float_as_uint(x) & 0x7FFFFFFFu;
+    return b ? (b | 0x80000000u) : 0u;
+  }
 };
 template <> struct Ord<double> {
   typedef u64 type;
   static __device__ __forceinline__ u64 of(double x) {
     u64 b = (u64)__double_as_longlong(x);
     return (b & 0x8000000000000000ULL) ? ~b : (b | 0x8000000000000000ULL);
+  }
+  static __device__ __forceinline__ u64 magnitude(double x) {
+    u64 b = (u64)__double_as_longlong(x) & 0x7FFFFFFFFFFFFFFFULL;
+    return b ? (b | 0x8000000000000000ULL) : 0ULL;
   }
 };
 
@@ -227,10 +237,8 @@ __global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type
       U v = Ord<T>::of(x);
       if (v < lo[a]) lo[a] = v;
       if (v > hi[a]) hi[a] = v;
-      if (x != (T)0) {
-        U m = Ord<T>::of(x < (T)0 ? -x : x);
-        if (m < small) small = m;
-      }
+      U m = Ord<T>::magnitude(x);
+      if (m && m < small) small = m;
     }
   }
 #ifndef EMST_EMULATE

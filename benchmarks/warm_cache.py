@@ -1,0 +1,51 @@
+"""Compile the numba CPU kernels for every (dtype, d, mutual reachability)
+signature, one process each, all at once.
+
+numba compiles each kernel once per signature (the axis loops are unrolled
+per dimension: about 16 s per signature on one core) and caches it beside
+the package.  A fresh machine that runs the whole test suite on the CPU
+reference would compile the 32 signatures one after another; this fills
+the cache in parallel first.
+
+    python benchmarks/warm_cache.py [--jobs N]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _compile(sig):
+    import numpy as np
+
+    from emst_dask import emst
+
+    dtype, d, k = sig
+    t0 = time.perf_counter()
+    x = np.random.default_rng(d).random((200, d)).astype(dtype)
+    emst(x, min_samples=k, backend="cpu")
+    return sig, time.perf_counter() - t0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--dims", default="1,2,3,4,5,6,7,8")
+    a = p.parse_args()
+    dims = [int(v) for v in a.dims.split(",")]
+    sigs = list(itertools.product(["float32", "float64"], dims, [1, 3]))
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=a.jobs) as pool:
+        for (dtype, d, k), s in pool.map(_compile, sigs):
+            print(f"{dtype} d={d} min_samples={k}: {s:.1f} s", flush=True)
+    print(f"{len(sigs)} signatures in {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
