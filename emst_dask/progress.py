@@ -107,6 +107,7 @@ class ProgressBar:
         self.phase = phase
 
     def close(self):
+        """Refresh and close the current bar, if any."""
         if self.bar is not None:
             self.bar.refresh()
             self.bar.close()
@@ -147,9 +148,11 @@ class Relay:
                 self.done.set()
 
     def wait_done(self, timeout: float = 5.0):
+        """Wait up to ``timeout`` seconds for the job's "done" or "error" event."""
         self.done.wait(timeout)
 
     def close(self):
+        """Unsubscribe from the topic (a closing client's error is ignored)."""
         try:
             self.client.unsubscribe_topic(self.topic)
         except Exception:  # the client may already be closing
@@ -157,4 +160,5 @@ class Relay:
 
 
 def now() -> float:
+    """The wall-clock time, ``time.time()``."""
     return time.time()

@@ -60,6 +60,7 @@ class SpanningTree:
 
     @property
     def n_edges(self) -> int:
+        """Number of edges, ``len(source)``."""
         return int(len(self.source))
 
     def to_numpy(self) -> np.ndarray:

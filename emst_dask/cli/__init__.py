@@ -26,6 +26,7 @@ class Count(click.ParamType):
     name = "N"
 
     def convert(self, value, param, ctx):
+        """``value`` (an int, or text such as ``1_000_000`` or ``1e6``) as an int >= 0, or fail."""
         if isinstance(value, int):
             n = value
         else:

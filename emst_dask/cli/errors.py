@@ -26,6 +26,9 @@ class Main(click.Group):
     ``Error:`` lines here."""
 
     def invoke(self, ctx):
+        """Run the command: ``InputError`` and ``LookupError`` become a ``UserError``
+        (exit status 2), ``WorkerLost`` a ``click.ClickException`` (exit status 1).
+        """
         try:
             return super().invoke(ctx)
         except (InputError, LookupError) as exc:

@@ -28,6 +28,7 @@ class KeepEnvironNanny(Nanny):
     """
 
     async def instantiate(self):
+        """Start the worker process under distributed's environment; ours is restored after."""
         _hold_environ()
         try:
             return await super().instantiate()
@@ -152,10 +153,12 @@ class EmbeddedCluster:
 
     @property
     def kind(self) -> str:
+        """The cluster class started: "LocalCUDACluster" with a GPU, else "LocalCluster"."""
         return "LocalCUDACluster" if self.gpu else "LocalCluster"
 
     @property
     def dashboard_link(self):
+        """The client's dashboard URL, or None before ``start``."""
         return None if self.client is None else self.client.dashboard_link
 
     def close(self):

@@ -47,10 +47,12 @@ class DeferredSource:
     storage_options: dict | None = None
 
     def resolve(self) -> PointSource:
+        """The ``PointSource`` of the path, resolved here (on the worker)."""
         return resolve_source(self.path, array=self.array, columns=self.columns,
                               storage_options=self.storage_options)
 
     def describe(self) -> str:
+        """The source in messages: the path, with its array or columns."""
         if self.columns:
             return f"{self.path}[{','.join(self.columns)}]"
         return self.path if self.array is None else f"{self.path}/{self.array}"
@@ -98,6 +100,7 @@ class JobSpec:
 
     @property
     def topic(self) -> str:
+        """The Dask event topic of the job's progress, ``emst-progress-<token>``."""
         return f"emst-progress-{self.token}"
 
     def key(self, phase: str) -> str:
@@ -130,6 +133,7 @@ class Reporter:
 
     @property
     def address(self):
+        """The address of the worker reporting, or None off a worker."""
         return None if self.worker is None else self.worker.address
 
     def __call__(self, phase, **info):
@@ -212,6 +216,7 @@ def write(spec: JobSpec, t: SpanningTree, report):
 
 
 def done(spec: JobSpec, report, t: SpanningTree):
+    """Report the job's end: seconds since submission, total weight, edge count."""
     report("done", seconds=time.time() - spec.submitted, total_weight=t.total_weight,
            n_edges=t.n_edges)
 
@@ -230,6 +235,7 @@ def _reported(report, fn, *args):
 # --------------------------------------------------------------------------
 @refusing
 def read_task(spec: JobSpec, *blocks):
+    """The read task: ``read`` under the worker's settings; (staged array, seconds)."""
     apply_settings()
     report = Reporter(spec)
     return _reported(report, read, spec, blocks, report)
@@ -237,6 +243,9 @@ def read_task(spec: JobSpec, *blocks):
 
 @refusing
 def tree_task(spec: JobSpec, staged):
+    """The Borůvka task: the tree of the staged points (moved to the host, and the
+    job reported done, when the job has no output).
+    """
     apply_settings()
     report = Reporter(spec)
 
@@ -253,6 +262,9 @@ def tree_task(spec: JobSpec, staged):
 
 @refusing
 def write_task(spec: JobSpec, t):
+    """The write task: the edge store of tree ``t`` (an ``EdgeStore``), then the
+    job reported done.
+    """
     apply_settings()
     report = Reporter(spec)
 

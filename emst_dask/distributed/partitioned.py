@@ -69,6 +69,7 @@ class DaskExecutor:
         self._n = 0
 
     def owner(self, box):
+        """See ``Executor.owner``: worker ``box mod W`` of the worker list."""
         return self.places[box % len(self.places)]
 
     def _key(self, name, box):
@@ -77,21 +78,25 @@ class DaskExecutor:
         return f"emst-part-{self.token}-{name or 'step'}{tail}-{self._n}"
 
     def submit(self, fn, *args, box=None, name=""):
+        """See ``Executor.submit``: a task, on box ``box``'s worker when given (others allowed)."""
         kw = dict(pure=False, key=self._key(name, box))
         if box is not None:
             kw.update(workers=[self.owner(box)], allow_other_workers=True)
         return self.client.submit(_task(fn), *args, **kw)
 
     def item(self, handle, key, box=None):
+        """See ``Executor.item``: ``handle[key]`` as a task, on box ``box``'s worker when given."""
         kw = dict(pure=False, key=self._key(f"item{key}", box))
         if box is not None:
             kw.update(workers=[self.owner(box)], allow_other_workers=True)
         return self.client.submit(refusing(operator.getitem), handle, key, **kw)
 
     def gather(self, handles):
+        """See ``Executor.gather``: the values, raising the first user's error carried."""
         return unwrap_all(self.client.gather(list(handles)))
 
     def wait(self, handles):
+        """See ``Executor.wait``: also raises a user's error that one of them carries."""
         from distributed import wait
 
         wait(list(handles))
@@ -99,6 +104,7 @@ class DaskExecutor:
         self.gather([self.client.submit(_refusal_of, h, pure=False) for h in handles])
 
     def shuffle_bytes(self, split, boxes):
+        """See ``Executor.shuffle_bytes``: pieces whose block and box no worker holds both of."""
         where = self.client.who_has(list(split) + list(boxes))
         sizes = self.gather([self.submit(steps.piece_sizes, s) for s in split])
         moved = 0

@@ -51,6 +51,7 @@ class Prepared:
 
     @property
     def scattered(self) -> bool:
+        """True when the client scatters the job's points (in memory, not a dask array)."""
         return self.spec.from_blocks and not isinstance(self.data, DaskPoints)
 
 
@@ -253,6 +254,7 @@ class Job:
 
     @property
     def topic(self):
+        """The Dask event topic of the job's progress (None when unknown)."""
         return self.info.get("topic")
 
     def events(self) -> list:
@@ -267,6 +269,9 @@ class Job:
         return dict(ev[-1]) if ev else None
 
     def status(self) -> str:
+        """The job's state: "queued", "running", "error" (a refused input) or
+        the future's status ("finished", "cancelled", "lost", ...).
+        """
         st = self.future.status
         if st == "pending":
             return "running" if self.events() else "queued"
@@ -275,6 +280,7 @@ class Job:
         return st
 
     def done(self) -> bool:
+        """True once the job's future is done, whatever the outcome."""
         return self.future.done()
 
     def result(self, timeout=None):
@@ -295,6 +301,7 @@ class Job:
                 cleanup(self.client, spec)
 
     def cancel(self):
+        """Cancel the job's future."""
         self.future.cancel()
 
     def forget(self):

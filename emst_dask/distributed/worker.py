@@ -112,6 +112,9 @@ class WorkerSettings(WorkerPlugin):
         self.device_pool = device_pool
 
     def setup(self, worker):
+        """On the worker: ``numba_threads`` into its dask config and its numba pool
+        sized to them; the device pool reserved when ``device_pool`` is given.
+        """
         import dask
 
         if self.numba_threads:

@@ -291,6 +291,7 @@ class EdgeStore:
 
     @property
     def is_npy(self) -> bool:
+        """True for an edge store that is one (n_edges, 3) .npy file."""
         return isinstance(self.path, str) and self.path.endswith(".npy")
 
     def _arrays(self) -> dict:

@@ -96,6 +96,16 @@ def write_shared_rows(store: SharedStore, at: int, source, target, weight,
                       threads=None) -> list:
     """Write edges to rows [at, at + m): the whole chunks inside.
 
+    Parameters
+    ----------
+    store : SharedStore
+    at : int
+        The store row of the first edge.
+    source, target : (m,) int64 arrays
+    weight : (m,) float array
+    threads : int, optional
+        Writer threads.
+
     Returns
     -------
     list of (at, source, target, weight)

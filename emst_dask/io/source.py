@@ -74,6 +74,7 @@ class PointSource:
     # ---- shared
     @property
     def shape(self) -> tuple[int, int]:
+        """(n, d)."""
         return (self.n, self.d)
 
     @property
@@ -189,6 +190,7 @@ class ArrayPoints(PointSource):
                          chunks=regular_chunks(int(data.shape[0]), BLOCK_ROWS), kind="block")
 
     def read(self, start, stop):
+        """Rows [start, stop) of the in-memory array (a view)."""
         return self.data[start:stop]
 
 
@@ -224,6 +226,7 @@ class NpyPoints(PointSource):
         return self._mm
 
     def read(self, start, stop):
+        """Rows [start, stop) of the memory map, as an ndarray (pages read on access)."""
         return np.asarray(self._open()[start:stop])
 
 
@@ -239,9 +242,11 @@ class BlockPoints(PointSource):
 
     @property
     def blocks(self) -> list:
+        """The row blocks as they arrived: one read unit each."""
         return list(self.chunks)
 
     def read(self, start, stop):
+        """The block holding row ``start``, as stored, its shape checked (whole blocks)."""
         k = self.chunk_of(start)
         return _checked_block(self, k, self._data[k])
 
@@ -267,6 +272,7 @@ class DaskPoints(PointSource):
 
     @property
     def blocks(self) -> list:
+        """The dask array's row blocks: one read unit each."""
         return list(self.chunks)
 
     def delayed_blocks(self) -> list:
@@ -274,6 +280,7 @@ class DaskPoints(PointSource):
         return list(self.array.to_delayed()[:, 0])
 
     def read(self, start, stop):
+        """The block holding row ``start``, computed here (sync scheduler), its shape checked."""
         k = self.chunk_of(start)
         blk = self.array.blocks[k].compute(scheduler="sync")
         return _checked_block(self, k, blk)

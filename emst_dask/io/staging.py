@@ -73,6 +73,7 @@ class _ReadProgress:
             report("read", rows=0, total=n, blocks=len(blocks), block=-1)
 
     def arrived(self, j):
+        """Count block ``j``'s rows as read and report."""
         a, b = self.blocks[j]
         self.rows += b - a
         if self.report:
@@ -108,22 +109,29 @@ class CupyDevice:
         self.stream = cupy.cuda.Stream(non_blocking=True)
 
     def empty(self, shape, dtype):
+        """An uninitialised device array."""
         return self.cp.empty(shape, dtype)
 
     def pinned(self, shape, dtype):
+        """A pinned host buffer (pageable memory when pinned memory runs out)."""
         try:
             return self.cupyx.empty_pinned(shape, dtype)
         except Exception:  # pinned memory exhausted: pageable still works
             return np.empty(shape, dtype)
 
     def copy_async(self, dev, a, b, buf):
+        """Copy ``buf``'s first ``b - a`` rows to ``dev[a:b]`` on the copy stream; the
+        event that marks the copy's end.
+        """
         dev[a:b].set(buf[: b - a], stream=self.stream)
         return self.stream.record()
 
     def wait(self, event):
+        """Wait for ``event`` (the end of one copy)."""
         event.synchronize()
 
     def finish(self):
+        """Wait for every copy on the copy stream."""
         self.stream.synchronize()
 
     def first_bad_row(self, dev) -> int:
@@ -135,6 +143,7 @@ class CupyDevice:
         return int(cp.flatnonzero(bad)[0])
 
     def to_host(self, dev_rows):
+        """``dev_rows`` as a numpy array."""
         return self.cp.asnumpy(dev_rows)
 
 

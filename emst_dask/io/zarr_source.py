@@ -216,6 +216,7 @@ class ZarrPoints(PointSource):
         return state
 
     def describe(self) -> str:
+        """What an edge store records as its input: ``where``."""
         return self.where
 
     def _open(self):
@@ -281,6 +282,9 @@ class ZarrPoints(PointSource):
 
     # -- reading -------------------------------------------------------------------
     def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) as stored; a missing or unreadable chunk raises an
+        InputError that names it.
+        """
         arrays = self._open()
         try:
             if self.columns is None:

@@ -60,8 +60,10 @@ class KernelSet(Protocol):
         """A host array as an array of ``xp`` (the fast path for large ones)."""
 
     # -- construct_bvh ----------------------------------------------------------
-    def bounds(self, points) -> tuple[np.ndarray, np.ndarray]:
-        """Per-axis (min, max) of (n, d) ``points``: two (d,) float64 host arrays."""
+    def bounds(self, points) -> tuple[np.ndarray, np.ndarray, float]:
+        """Per-axis (min, max) of (n, d) ``points`` (two (d,) float64 host
+        arrays) and the smallest nonzero magnitude of any coordinate (a
+        float, +inf when all are zero)."""
 
     def morton_codes(self, points, lo: np.ndarray, scale: np.ndarray, bits: int):
         """(n,) uint64 Morton codes of (n, d) ``points`` (input order), each

@@ -30,6 +30,7 @@ class Partitioning:
 
     @property
     def n_boxes(self) -> int:
+        """P, the number of boxes."""
         return self.lo.shape[0]
 
 
@@ -271,9 +272,29 @@ def indices_at_most(values, bound: float) -> np.ndarray:
 def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
     """For the points of box k: which go to which other box as ghosts.
 
-    Returns a dict {box: index array into ``points``} of the shell points
-    (face distance <= R) within R of that box.  A little slack on R only
-    adds candidates; it never costs exactness.
+    The shell is the points with face distance <= R; a shell point goes to
+    every other box within R of it.  A little slack on R only adds
+    candidates; it never costs exactness.
+
+    Parameters
+    ----------
+    part : Partitioning
+    k : int
+        The box.
+    points : (m, d) float array
+        Box k's points.
+    face : (m,) float64 array
+        Their face distances (``face_distances``).
+    radius : float
+        R.
+
+    Returns
+    -------
+    shell : (s,) int64 array
+        Indices into ``points`` of the shell, ascending.
+    ghosts : dict
+        {other box: int64 index array into ``points``}, boxes with none left
+        out.
     """
     r = radius * (1 + 1e-6) + 1e-300
     shell = indices_at_most(face, r)
@@ -299,6 +320,21 @@ def mean_spacing(part: Partitioning, n: int) -> float:
 
 
 def choose_partitioning(points, n_boxes, sample_size=100_000, seed=0) -> Partitioning:
+    """Recursive coordinate bisection of in-memory ``points``, split at a random sample.
+
+    Parameters
+    ----------
+    points : (n, d) float array
+    n_boxes : int
+    sample_size : int
+        Rows sampled (without replacement) for the split values.
+    seed : int
+
+    Returns
+    -------
+    Partitioning
+        Boxes tiling the points' bounding box.
+    """
     n = points.shape[0]
     rng = np.random.default_rng(seed)
     take = rng.choice(n, size=min(n, sample_size), replace=False) if n else np.zeros(0, int)

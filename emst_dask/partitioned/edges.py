@@ -27,11 +27,13 @@ class Edges:
 
     @classmethod
     def empty(cls, dtype):
+        """No edges (``w2`` of ``dtype``)."""
         z = np.zeros(0, np.int64)
         return cls(z, z.copy(), np.zeros(0, dtype), z.copy(), z.copy())
 
     @classmethod
     def concat(cls, parts, dtype):
+        """The edges of ``parts`` one after another (``empty(dtype)`` when all are empty)."""
         parts = [p for p in parts if len(p.u)]
         if not parts:
             return cls.empty(dtype)
@@ -42,6 +44,7 @@ class Edges:
         return len(self.u)
 
     def take(self, mask):
+        """The edges selected by ``mask`` (a boolean mask or an index array)."""
         return Edges(self.u[mask], self.v[mask], self.w2[mask], self.su[mask], self.sv[mask])
 
 

@@ -29,21 +29,27 @@ class LocalExecutor:
         self._blocks = 0
 
     def owner(self, box):
+        """See ``Executor.owner``: box ``box``'s place is ``box``."""
         return box
 
     def submit(self, fn, *args, box=None, name=""):
+        """See ``Executor.submit``: runs ``fn`` at once, here."""
         return fn(*args)
 
     def item(self, handle, key, box=None):
+        """See ``Executor.item``: ``handle[key]`` at once."""
         return handle[key]
 
     def gather(self, handles):
+        """See ``Executor.gather``: the handles are the values."""
         return list(handles)
 
     def wait(self, handles):
+        """See ``Executor.wait``: everything is computed already."""
         pass
 
     def shuffle_bytes(self, split, boxes):
+        """See ``Executor.shuffle_bytes``: block i counts as read on place ``i mod P``."""
         # block i is read on place i mod P, as the Dask driver spreads them
         return int(sum(p.nbytes for i, s in enumerate(split) for k, p in s.items()
                        if k != i % self.n_boxes))

@@ -43,6 +43,7 @@ class PartitionReport:
 
     @property
     def total_bytes_moved(self) -> int:
+        """Sum of ``bytes_moved`` over the steps."""
         return int(sum(self.bytes_moved.values()))
 
     def as_dict(self) -> dict:

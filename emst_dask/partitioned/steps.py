@@ -61,6 +61,7 @@ class Piece:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the piece's arrays."""
         return int(sum(a.nbytes for a in (self.points, self.gids, self.labels, self.core)
                        if a is not None))
 
@@ -262,6 +263,22 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     ``points``/``gids``/``super_labels``/``core`` hold the box's shell and its
     ghosts together, sorted by global id (so the engine's tie order on local
     rows is the global one).
+
+    Parameters
+    ----------
+    points : (m, d) float numpy array
+    gids : (m,) int64, ascending
+    super_labels : (m,) int64 super-vertex (a global id) of each point
+    uncertified : Edges
+        The box's phase-1 edges that were not certified.
+    backend : {"cpu", "cuda"}
+    min_samples : int
+    core : (m,) squared core distances, or None
+
+    Returns
+    -------
+    Edges
+        The minimum spanning forest over super-vertices of the candidates.
     """
     dt = uncertified.w2.dtype
     cands = [uncertified]

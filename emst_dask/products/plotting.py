@@ -17,7 +17,20 @@ def slab_selection(pts: np.ndarray, slab: float = 0.02, max_points: int = 30_000
     """Rows in a slab |z - median z| <= slab * extent / 2, cropped in x-y to a
     square window of about ``max_points`` points around the slab's median.
 
-    Returns (mask, description).
+    Parameters
+    ----------
+    pts : (n, d) float array
+    slab : float
+        The slab's thickness, a fraction of the extent along ``axis``.
+    max_points : int
+    axis : int
+        The slab's axis (no slab when d <= axis).
+
+    Returns
+    -------
+    mask : (n,) bool array
+    description : str
+        The selection in words.
     """
     n, d = pts.shape
     mask = np.ones(n, bool)

@@ -169,6 +169,15 @@ def compute_bounding_boxes(points, orig, nodes, box, min_orig, dims):
     nodes are done in parallel (each one's nodes lie inside its leaf range,
     so one thread walks one compact stretch of memory), then the few larger
     nodes above them.
+
+    Parameters
+    ----------
+    points : (n, d) float, tree order.
+    orig : (n,) int64 input row of each position.
+    nodes : (n-1, 4) int64 from ``build_hierarchy``.
+    box : (n-1, 2d) float out.
+    min_orig : (n-1,) int64 out.
+    dims : tuple of d zeros.
     """
     n = points.shape[0]
     # the roots of the small subtrees, by a descent over the large nodes

@@ -20,6 +20,14 @@ def reduce_labels(labels, span, node_labels, breaks, shift):
     last leaf (compact, from ``nodes``); ``breaks`` is (n,) int32 scratch.
     The count is kept per stretch of ``2**shift`` positions, each stretch
     counted by one thread; the stretch totals are added on the fly.
+
+    Parameters
+    ----------
+    labels : (n,) int64 component of each point, tree order.
+    span : (n-1, 2) int32/int64 first and last leaf of each node.
+    node_labels : (n-1,) int out, the node's common label or -1.
+    breaks : (n,) int scratch (int32, or int64 for n >= 2**31 - 1).
+    shift : int, log2 of the stretch length.
     """
     n = labels.shape[0]
     step = 1 << shift
@@ -85,6 +93,19 @@ def reduce_component_minima(orig, labels, cand_w, cand_j, radii, comp_w, comp_sr
     radii[C]`` can hold the minimum (the radius is the weight of a real
     outgoing edge), which leaves few foreign points in the late iterations,
     where components are large.
+
+    Parameters
+    ----------
+    orig : (n,) int64 input row of each tree position.
+    labels : (n,) int64 component of each point.
+    cand_w : (n,) float squared weight of each point's candidate.
+    cand_j : (n,) int64 tree position of the candidate (-1: none).
+    radii : (n,) float per component id.
+    comp_w : (n,) float out, per component id.
+    comp_src, comp_dst : (n,) int64 out, the edge's tree positions.
+    foreign : (n,) int64 scratch.
+    nchunks : int, stretches of component ids (one per thread).
+    inf : +inf of the points' dtype.
     """
     n = labels.shape[0]
     step = (n + nchunks - 1) // nchunks
@@ -131,6 +152,19 @@ def merge_components(labels, comp_w, comp_src, comp_dst, lower,
     of component ids; edges are appended in component order, as a
     sequential pass would; the roots are found by path compression.
     Returns the new number of edges.
+
+    Parameters
+    ----------
+    labels : (n,) int64 in/out, component of each point (then its new root).
+    comp_w, comp_src, comp_dst : (n,) per component id, from
+        ``reduce_component_minima``.
+    lower : (n,) float in/out, raised to the old component's edge weight.
+    edge_src, edge_dst : (n-1,) int64 out, tree positions, appended at
+        ``n_edges``.
+    edge_w : (n-1,) float out, squared weights.
+    n_edges : int, edges so far.
+    nxt, hooked : (n,) int64 scratch.
+    nchunks : int, stretches of component ids (one per thread).
     """
     n = labels.shape[0]
     step = (n + nchunks - 1) // nchunks

@@ -41,6 +41,9 @@ def _chunks(n: int) -> int:
 
 
 def neighbour_list_size(d: int) -> int:
+    """Neighbours listed per point up front in ``d`` dimensions: ``NEIGHBOUR_LIST``
+    for d <= 2, ``NEIGHBOUR_LIST_3D`` from 3-D on.
+    """
     return NEIGHBOUR_LIST if d <= 2 else NEIGHBOUR_LIST_3D
 
 
@@ -118,38 +121,134 @@ class CpuKernels:
 
     @staticmethod
     def synchronize() -> None:
+        """Wait for queued work: a no-op on the CPU (a numba kernel returns when done).
+
+        Returns
+        -------
+        None
+        """
         pass
 
     @staticmethod
     def bounds(points):
-        """Per-axis (min, max), float64: one parallel pass (``engine.bounds``)."""
+        """Per-axis (min, max), float64: one parallel pass (``engine.scaling.bounds``).
+
+        The same pass (``bvh.axis_bounds``) finds the smallest nonzero
+        magnitude of any coordinate, which the exact scaling needs.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 numpy array, input order
+
+        Returns
+        -------
+        lo, hi : (d,) float64 numpy arrays
+            Per-axis minimum and maximum.
+        smallest : float
+            Smallest nonzero magnitude of any coordinate (+inf when all are
+            zero, or n == 0).
+        """
         if points.shape[0] == 0:
             d = points.shape[1]
-            return np.zeros(d), np.zeros(d)
+            return np.zeros(d), np.zeros(d), np.inf
         return cpu_bvh.axis_bounds(np.ascontiguousarray(points))
 
     @staticmethod
     def to_host(a):
+        """``a`` as a numpy array (``np.asarray``: no copy of a numpy array).
+
+        Parameters
+        ----------
+        a : array-like
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return np.asarray(a)
 
     @staticmethod
     def to_device(a):
+        """``a`` as an array of ``xp`` (``np.asarray``: the CPU's device is the host).
+
+        Parameters
+        ----------
+        a : array-like
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return np.asarray(a)
 
     @staticmethod
     def morton_codes(points, lo, scale, bits):
+        """64-bit Morton codes, one parallel numba pass (``bvh.morton_codes``).
+
+        Each coordinate is mapped by ``int((x - lo) * scale)`` in float64, clamped
+        to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
+        significant.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 numpy array, input order
+        lo : (d,) float64 numpy array
+            Lower corner of the cloud's box.
+        scale : (d,) float64 numpy array
+            ``2**bits / extent`` per axis (0 for an axis of zero extent).
+        bits : int
+            Bits per axis (the engine uses ``63 // d``).
+
+        Returns
+        -------
+        (n,) uint64 numpy array
+            Morton codes, input order.
+        """
         codes = np.empty(points.shape[0], np.uint64)
         cpu_bvh.morton_codes(points, lo, scale, bits, codes)
         return codes
 
     @staticmethod
     def sort_by_code(codes):
+        """Stable permutation sorting the codes: a sequential LSD radix sort, 11 bits a pass.
+
+        Equal codes keep input order, so a run of duplicate points is sorted by
+        input row (the ``min_orig`` pruning relies on it).
+
+        Parameters
+        ----------
+        codes : (n,) uint64 numpy array, input order
+
+        Returns
+        -------
+        (n,) int64 numpy array
+            ``perm`` with ``codes[perm]`` ascending.
+        """
         # stable: equal codes keep input order, so a run of duplicate points
         # is sorted by input row and ``min_orig`` pruning stays effective
         return cpu_bvh.radix_argsort(codes, 64)
 
     @staticmethod
     def build_bvh(points, codes, perm):
+        """The LBVH: the radix tree top-down (Karras 2012), then the boxes bottom-up.
+
+        The points are gathered into tree order, the hierarchy built with every
+        internal node independent (``bvh.build_hierarchy``), then each internal
+        node's box and smallest input row (``bvh.compute_bounding_boxes``).
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 numpy array, input order, n >= 2
+        codes : (n,) uint64 numpy array
+            The Morton codes sorted ascending (``codes[perm]``).
+        perm : (n,) int64 numpy array
+            From ``sort_by_code``.
+
+        Returns
+        -------
+        CpuBVH
+            ``orig`` is ``perm`` as int64; no neighbour lists yet.
+        """
         n, d = points.shape
         orig = perm.astype(np.int64, copy=False)
         pts = cpu_bvh.gather_rows(points, orig)
@@ -169,7 +268,24 @@ class CpuKernels:
 
     @staticmethod
     def k_nearest_neighbours(bvh, k):
-        """(n, k) squared distances and tree positions of the k nearest others."""
+        """(n, k) squared distances and tree positions of the k nearest others.
+
+        One pruned traversal per point, blocks of points in parallel
+        (``search.k_nearest_neighbours``), under the order (d2, input row).
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        k : int
+            1 <= k <= n - 1.
+
+        Returns
+        -------
+        d2 : (n, k) numpy array of the points' dtype
+            Squared distances, ascending along each row; rows in tree order.
+        j : (n, k) int64 numpy array
+            Tree positions of those neighbours.
+        """
         n = bvh.n
         d2 = np.empty((n, k), bvh.points.dtype)
         j = np.empty((n, k), np.int64)
@@ -179,6 +295,24 @@ class CpuKernels:
 
     @classmethod
     def compute_core_distances(cls, bvh, min_samples):
+        """Squared core distances from k-NN lists, which are kept on ``bvh``.
+
+        The ``min(max(min_samples - 1, neighbour_list_size(d)), n - 1)`` nearest
+        other points of every point go to ``bvh.knn_d2`` and ``bvh.knn_j``: they
+        also answer the first Borůvka searches.
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        min_samples : int
+            k_pts of HDBSCAN*, counting the point itself: 2 <= min_samples <= n.
+
+        Returns
+        -------
+        (n,) numpy array of the points' dtype
+            Squared distance to the ``(min_samples - 1)``-th nearest other point,
+            tree order.
+        """
         # k_pts counts the point itself: the (k_pts - 1)-th other neighbour.
         # The lists are kept: they also answer the first Borůvka searches.
         k = min(max(min_samples - 1, neighbour_list_size(bvh.d)), bvh.n - 1)
@@ -187,6 +321,25 @@ class CpuKernels:
 
     @classmethod
     def init_boruvka(cls, bvh, core2, mrd):
+        """The iteration state: every point its own component (label = tree position).
+
+        Computes the neighbour lists first (``neighbour_list_size(d)`` nearest, at
+        most n - 1) when ``compute_core_distances`` has not.
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        core2 : (n,) numpy array of the points' dtype
+            Squared core distances, tree order (zeros when ``mrd`` is False).
+        mrd : bool
+            Mutual reachability: weights are ``max(core2_i, core2_j, d2)``.
+
+        Returns
+        -------
+        CpuBoruvkaState
+            ``labels`` = arange(n) (int64), ``lower`` and ``skip`` zeros, no edges;
+            the other arrays are uninitialised.
+        """
         n = bvh.n
         dt = bvh.points.dtype
         if bvh.knn_j is None:
@@ -211,15 +364,69 @@ class CpuKernels:
 
     @staticmethod
     def reduce_labels(bvh, s):
+        """Label every internal node with its leaves' common component, or -1.
+
+        A prefix count of label changes along the curve, per stretch of
+        ``2**s.shift`` positions in parallel (``components.reduce_labels``): a node
+        is single-component iff the count is equal at both ends of its leaf range.
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        s : CpuBoruvkaState
+
+        Returns
+        -------
+        None
+            Fills ``s.node_labels`` ((n-1,) int32, int64 for n >= 2**31 - 1);
+            ``s.breaks`` is scratch.
+        """
         components.reduce_labels(s.labels, bvh.span, s.node_labels, s.breaks, s.shift)
 
     @staticmethod
     def compute_upper_bounds(bvh, s):
+        """Upper bounds on each component's shortest outgoing edge, from Morton neighbours.
+
+        ``s.radii`` is reset to +inf, then every two consecutive tree positions in
+        different components lower both components' radius to the weight of their
+        edge (``search.compute_upper_bounds``; a racy minimum, so a lost update
+        only leaves a looser bound).
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        s : CpuBoruvkaState
+
+        Returns
+        -------
+        None
+            Fills ``s.radii`` ((n,), indexed by component id; +inf where none).
+        """
         s.radii.fill(s.inf)
         search.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii, bvh.dims)
 
     @staticmethod
     def find_component_outgoing_edges(bvh, s):
+        """Each point's nearest point in another component: neighbour lists, then the tree.
+
+        ``search.resolve_from_neighbour_lists`` answers, exactly, every point its
+        k-NN list settles and seeds the others; ``search.find_component_outgoing_edges``
+        then runs one pruned traversal for each other point whose lower bound does
+        not exceed its component's radius (subtrees of at most ``LEAF_SIZE`` points
+        are scanned point by point).
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        s : CpuBoruvkaState
+
+        Returns
+        -------
+        None
+            Sets ``s.cand_w`` and ``s.cand_j`` (each point's best foreign candidate:
+            squared weight and tree position, -1 for none), ``s.resolved`` and
+            ``s.skip``; raises ``s.lower``; lowers ``s.radii`` to the candidates.
+        """
         search.resolve_from_neighbour_lists(
             bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
             s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims,
@@ -231,12 +438,52 @@ class CpuKernels:
 
     @staticmethod
     def reduce_component_minima(bvh, s):
+        """Each component's minimum outgoing edge under (w, min input row, max input row).
+
+        Each thread owns a stretch of component ids (``s.nchunks`` of them); points
+        of other stretches' components are taken afterwards, in order, so the
+        result does not depend on scheduling (``components.reduce_component_minima``).
+        Only candidates with ``cand_w <= radii[C]`` can win.
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        s : CpuBoruvkaState
+
+        Returns
+        -------
+        None
+            Fills ``s.comp_w``, ``s.comp_src`` and ``s.comp_dst`` (indexed by
+            component id; the edge's squared weight and tree positions;
+            ``comp_src = -1`` and ``comp_w = inf`` without an edge); ``s.scratch``
+            is scratch.
+        """
         components.reduce_component_minima(bvh.orig, s.labels, s.cand_w, s.cand_j, s.radii,
                                     s.comp_w, s.comp_src, s.comp_dst, s.scratch,
                                     s.nchunks, s.inf)
 
     @staticmethod
     def merge_components(bvh, s):
+        """Add every component's chosen edge and relabel the points to the new roots.
+
+        Of a mutual pair (two components that chose the same edge) the smaller
+        component is the root and the edge is added once; the roots are found by
+        path compression (``components.merge_components``).
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        s : CpuBoruvkaState
+
+        Returns
+        -------
+        int
+            Tree edges found so far (also stored in ``s.n_edges``).  The new edges
+            are appended, in component order, to ``s.edge_src`` and ``s.edge_dst``
+            (tree positions) and ``s.edge_w``; ``s.labels`` hold the new roots;
+            each point's ``s.lower`` is raised to its old component's edge weight;
+            ``s.nxt`` and ``s.scratch`` are scratch.
+        """
         s.n_edges = components.merge_components(s.labels, s.comp_w, s.comp_src, s.comp_dst,
                                          s.lower, s.edge_src, s.edge_dst, s.edge_w,
                                          s.n_edges, s.nxt, s.scratch, s.nchunks)
@@ -244,5 +491,19 @@ class CpuKernels:
 
     @staticmethod
     def finalize_edges(bvh, s):
+        """The tree's edges as input rows, in the order the iterations added them.
+
+        Parameters
+        ----------
+        bvh : CpuBVH
+        s : CpuBoruvkaState
+
+        Returns
+        -------
+        source, target : (n-1,) int64 numpy arrays
+            Input rows of each edge's ends.
+        weight2 : (n-1,) numpy array of the points' dtype
+            Squared weights (a copy of ``s.edge_w``).
+        """
         m = s.n_edges
         return (bvh.orig[s.edge_src[:m]], bvh.orig[s.edge_dst[:m]], s.edge_w[:m].copy())

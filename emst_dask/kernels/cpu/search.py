@@ -179,6 +179,15 @@ def compute_upper_bounds(points, labels, core2, mrd, radii, dims):
     bounds both components' shortest outgoing edge from above.  ``radii`` must
     hold +inf on entry.  Racy minimum: every candidate is a real edge weight,
     so a lost update only leaves a looser (still valid) bound.
+
+    Parameters
+    ----------
+    points : (n, d) float, tree order.
+    labels : (n,) int64 component (a tree position) of each point.
+    core2 : (n,) float squared core distances (read only when ``mrd``).
+    mrd : bool, mutual reachability.
+    radii : (n,) float in/out, per component id.
+    dims : tuple of d zeros.
     """
     n = points.shape[0]
     for i in prange(n - 1):
@@ -214,6 +223,23 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
 
     ``lower[i]`` is updated to a lower bound on i's nearest-foreign distance
     that stays valid after components merge.
+
+    Parameters
+    ----------
+    points : (n, d) float, tree order.
+    orig : (n,) int64 input row of each position.
+    labels : (n,) int64 component of each point.
+    node_labels : (n-1,) int, each internal node's common label or -1.
+    nodes, box, min_orig : the tree (see ``CpuBVH``).
+    core2 : (n,) float squared core distances (read only when ``mrd``).
+    mrd : bool, mutual reachability.
+    radii : (n,) float in/out, per component id.
+    lower : (n,) float in/out, per point.
+    leaf_size : int, subtrees of at most this many points are scanned.
+    resolved : (n,) bool, points already answered.
+    cand_w : (n,) float in/out, squared weight of each point's candidate.
+    cand_j : (n,) int64 in/out, its tree position (-1: none).
+    dims : tuple of d zeros.
     """
     n = points.shape[0]
     nblocks = (n + BLOCK - 1) // BLOCK
@@ -323,6 +349,25 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
     known to share i's component: components only merge, so they are not
     read again; once it reaches k the list has nothing more to offer
     (``lower[i]`` already holds its bound).
+
+    Parameters
+    ----------
+    points : (n, d) float, tree order.
+    orig : (n,) int64 input row of each position.
+    labels : (n,) int64 component of each point.
+    core2 : (n,) float squared core distances (read only when ``mrd``).
+    mrd : bool, mutual reachability.
+    knn_d2 : (n, k) float squared distances, ascending.
+    knn_j : (n, k) int64 tree positions.
+    radii : (n,) float in/out, per component id.
+    lower : (n,) float in/out, per point.
+    resolved : (n,) bool out, the answer is exact.
+    cand_w : (n,) float out, squared weight of the best listed foreign point
+        (``inf`` for none).
+    cand_j : (n,) int64 out, its tree position (-1: none).
+    inf : +inf of the points' dtype.
+    dims : tuple of d zeros.
+    skip : (n,) int32 in/out.
     """
     n = points.shape[0]
     k = knn_j.shape[1]

@@ -42,6 +42,13 @@ def source() -> str:
 
 
 def ctype(dtype) -> str:
+    """The CUDA C++ type of a float dtype: "float" or "double".
+
+    Raises
+    ------
+    TypeError
+        Any dtype but float32 and float64.
+    """
     dt = np.dtype(dtype)
     if dt == np.float32:
         return "float"
@@ -83,6 +90,11 @@ def expressions(dtype, d: int, part: str) -> list[str]:
 
 
 def part_of(name: str, extra) -> str:
+    """The module ("core" or "mrd") that holds kernel ``name`` with template args ``extra``.
+
+    "mrd" for the k-NN kernels and for ``k_bounds``, ``k_ties``,
+    ``k_finalize`` and ``k_search`` with MRD true (``extra[0]``), else "core".
+    """
     if name in ("k_knn", "k_knn_reg"):
         return "mrd"
     if name in ("k_bounds", "k_ties", "k_finalize", "k_search") and extra and extra[0]:
@@ -104,10 +116,31 @@ class CupyBackend:
     """How the kernel set reaches the GPU: CuPy arrays and RawModules."""
 
     def __init__(self):
+        """CuPy is the array module (``xp``)."""
         self.xp = cupy
 
     @functools.cache
     def functions(self, dtype_str: str, d: int, part: str) -> dict:
+        """The kernels of one module, compiled by NVRTC once per (dtype, d, part).
+
+        Parameters
+        ----------
+        dtype_str : str
+            ``np.dtype(...).str`` of float32 or float64 (hashable, for the cache).
+        d : int
+        part : {"core", "mrd"}
+
+        Returns
+        -------
+        dict
+            Name expression (``expr``) -> the compiled ``cupy.RawKernel``.
+
+        Raises
+        ------
+        RuntimeError
+            For "core": the compiled record sizes (``k_sizes``) differ from
+            ``record_sizes``.
+        """
         exprs = expressions(np.dtype(dtype_str), d, part)
         mod = cupy.RawModule(code=source(), options=NVRTC_OPTIONS, name_expressions=exprs)
         fns = {e: mod.get_function(e) for e in exprs}
@@ -121,6 +154,28 @@ class CupyBackend:
         return fns
 
     def launch(self, dtype, d, name, extra, nthreads, args):
+        """Launch ``name<T, d, *extra>`` on the current stream, ``THREADS`` threads a block.
+
+        Asynchronous; nothing when ``nthreads <= 0``.
+
+        Parameters
+        ----------
+        dtype : float32 or float64 dtype
+            T.
+        d : int
+        name : str
+            The kernel template (``k_search``, ...).
+        extra : tuple
+            Template arguments after (T, d): bools and ints.
+        nthreads : int
+            Threads wanted (rounded up to whole blocks).
+        args : tuple
+            The kernel's arguments (cupy arrays, numpy scalars).
+
+        Returns
+        -------
+        None
+        """
         if nthreads <= 0:
             return
         dt = np.dtype(dtype)
@@ -129,9 +184,25 @@ class CupyBackend:
         fn(((nthreads + THREADS - 1) // THREADS,), (THREADS,), args)
 
     def synchronize(self):
+        """Wait for the work queued on CuPy's current stream.
+
+        Returns
+        -------
+        None
+        """
         cupy.cuda.get_current_stream().synchronize()
 
     def to_host(self, a):
+        """``a`` as a numpy array (``cupy.asnumpy``: a blocking copy).
+
+        Parameters
+        ----------
+        a : cupy array
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return cupy.asnumpy(a)
 
     #: host arrays at least this large go through the pinned ring
@@ -141,6 +212,7 @@ class CupyBackend:
 
     @functools.cached_property
     def _ring(self):
+        """The pinned buffers, the non-blocking copy stream and a lock, made at first use."""
         import threading
 
         import cupyx
@@ -156,6 +228,15 @@ class CupyBackend:
         about 1 s per GB to lock its pages (3.15 s for 3 GB on an H100,
         against 0.33 s for a second copy and 0.56 s through this ring), and
         a box assembled by a Dask task is always fresh memory.
+
+        Parameters
+        ----------
+        a : numpy array
+            (A cupy array comes back as it is.)
+
+        Returns
+        -------
+        cupy array, same shape and dtype
         """
         if isinstance(a, cupy.ndarray):
             return a
@@ -182,4 +263,14 @@ class CupyBackend:
         return out
 
     def argsort(self, codes):
+        """Stable argsort of ``codes`` on the device (``cupy.argsort``).
+
+        Parameters
+        ----------
+        codes : (n,) uint64 cupy array
+
+        Returns
+        -------
+        (n,) int64 cupy array
+        """
         return cupy.argsort(codes)  # stable (thrust stable_sort_by_key)

@@ -123,19 +123,49 @@ class _CudaKernelsBase:
     # -- plumbing ----------------------------------------------------------
     @classmethod
     def synchronize(cls) -> None:
+        """Wait for the device's queued work (the backend's current stream).
+
+        Returns
+        -------
+        None
+        """
         cls._be.synchronize()
 
     @classmethod
     def to_host(cls, a):
+        """``a`` as a numpy array (``backend.to_host``: with CuPy a blocking copy).
+
+        Parameters
+        ----------
+        a : array of ``xp``
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return cls._be.to_host(a)
 
     @classmethod
     def to_device(cls, a):
-        """A host array on the device (the backend's fast path when it has one)."""
+        """A host array on the device (the backend's fast path when it has one).
+
+        Parameters
+        ----------
+        a : numpy array
+            (An array of ``xp`` comes back as it is.)
+
+        Returns
+        -------
+        array of ``xp`` (cupy), same shape and dtype
+        """
         return cls._be.to_device(a)
 
     @classmethod
     def _launch(cls, bvh_or_dtype, d, name, nthreads, args, *extra):
+        """Launch kernel ``name<T, d, *extra>`` with ``nthreads`` threads (``backend.launch``).
+
+        ``bvh_or_dtype`` is the float dtype T; ``args`` the kernel's arguments.
+        """
         cls._be.launch(bvh_or_dtype, d, name, extra, nthreads, args)
 
     # -- construction --------------------------------------------------------
@@ -147,6 +177,15 @@ class _CudaKernelsBase:
 
         One grid-stride kernel with integer atomics on order-preserving
         encodings, one device-to-host read.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 cupy array, input order, n >= 1
+
+        Returns
+        -------
+        lo, hi : (d,) float64 numpy arrays
+        smallest : float
         """
         xp = cls.xp
         pts = xp.ascontiguousarray(points)
@@ -163,6 +202,27 @@ class _CudaKernelsBase:
 
     @classmethod
     def morton_codes(cls, points, lo, scale, bits):
+        """64-bit Morton codes, one thread per point (``k_morton``).
+
+        Each coordinate is mapped by ``(x - lo) * scale`` in float64, truncated,
+        clamped to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
+        significant.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 cupy array, input order
+        lo : (d,) float64 host array
+            Lower corner of the cloud's box.
+        scale : (d,) float64 host array
+            ``2**bits / extent`` per axis (0 for an axis of zero extent).
+        bits : int
+            Bits per axis (the engine uses ``63 // d``).
+
+        Returns
+        -------
+        (n,) uint64 cupy array
+            Morton codes, input order.
+        """
         xp = cls.xp
         pts = xp.ascontiguousarray(points)
         n, d = pts.shape
@@ -174,6 +234,25 @@ class _CudaKernelsBase:
 
     @classmethod
     def sort_by_code(cls, codes):
+        """Stable permutation sorting the codes (``backend.argsort``: CuPy's, stable).
+
+        Equal codes keep input order, so a run of duplicate points is sorted by
+        input row (the search's duplicate pruning relies on it).
+
+        Parameters
+        ----------
+        codes : (n,) uint64 cupy array, input order
+
+        Returns
+        -------
+        (n,) int32 cupy array
+            ``perm`` with ``codes[perm]`` ascending.
+
+        Raises
+        ------
+        ValueError
+            n >= 2**31 - 1: the kernels index points with int32.
+        """
         n = codes.shape[0]
         if n >= 2**31 - 1:
             raise ValueError("the CUDA backend indexes points with int32: n < 2**31 - 1")
@@ -183,6 +262,27 @@ class _CudaKernelsBase:
 
     @classmethod
     def build_bvh(cls, points, codes, perm):
+        """The LBVH: point records in tree order, then the tree bottom-up (``k_build``).
+
+        ``k_gather`` writes the point records (coordinates, label = own position),
+        ``k_delta`` the common-prefix length of each two neighbouring codes, and
+        ``k_build`` the node records bottom-up, one thread per leaf with CAS flags
+        in ``aux`` (Apetrei 2014), every node labelled -1 (mixed).  For n < 2 only
+        the gather runs.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 cupy array, input order
+        codes : (n,) uint64 cupy array
+            The Morton codes sorted ascending (``codes[perm]``).
+        perm : (n,) int32 cupy array
+            From ``sort_by_code`` (another integer dtype is converted).
+
+        Returns
+        -------
+        CudaBVH
+            ``orig`` is ``perm``; ``aux`` is all -1.
+        """
         xp = cls.xp
         pts = xp.ascontiguousarray(points)
         n, d = pts.shape
@@ -204,6 +304,24 @@ class _CudaKernelsBase:
     # -- mutual reachability ---------------------------------------------------
     @classmethod
     def compute_core_distances(cls, bvh, min_samples):
+        """Squared core distances: one k-NN query a thread, only the k-th distance kept.
+
+        With ``k = min_samples - 1`` other points: ``k_knn_reg`` (the list in
+        registers, for k up to ``KNN_KMAX[-1]``), else ``k_knn`` with (n * k,)
+        global scratch.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        min_samples : int
+            k_pts of HDBSCAN*, counting the point itself (at most n).
+
+        Returns
+        -------
+        (n,) cupy array of the points' dtype
+            Squared distance to the ``(min_samples - 1)``-th nearest other point,
+            tree order; zeros when ``min_samples < 2`` or n < 2.
+        """
         xp = cls.xp
         n, d, dt = bvh.n, bvh.d, bvh.dtype
         k = int(min_samples) - 1  # k_pts counts the point itself
@@ -223,6 +341,25 @@ class _CudaKernelsBase:
     # -- Boruvka ---------------------------------------------------------------
     @classmethod
     def init_boruvka(cls, bvh, core2, mrd):
+        """The iteration state; the labels live in ``bvh.P`` (each point its own).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        core2 : (n,) cupy array of the points' dtype
+            Squared core distances, tree order (not kept when ``mrd`` is False:
+            ``s.core2`` is then ``s.lower``; the Euclidean kernels do not read it).
+        mrd : bool
+            Mutual reachability: weights are ``max(core2_i, core2_j, d2)``.
+
+        Returns
+        -------
+        CudaBoruvkaState
+            ``lower`` zeros; ``best`` the infinite-radius key (``KEY_INIT``);
+            ``key2`` all ones for float64, else ``best`` itself; ``edges`` is
+            ``best`` (float32) or ``key2`` (float64); ``cand`` uninitialised;
+            ``it = 0``.
+        """
         xp = cls.xp
         n, dt = bvh.n, bvh.dtype
         lower = xp.zeros(n, dt)
@@ -237,6 +374,22 @@ class _CudaKernelsBase:
 
     @classmethod
     def reduce_labels(cls, bvh, s):
+        """Label every internal node with its leaves' common component, or -1 (``k_climb``).
+
+        The construction's bottom-up walk, one thread per leaf, CAS flags in
+        ``bvh.aux`` (reset to -1 first).  Nothing in the first iteration: all
+        points are singletons and ``k_build`` left every node at -1.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Writes the label field of the node records in ``bvh.nodes``.
+        """
         if s.it == 0:
             return  # all points singletons: every node is mixed (k_build set -1)
         bvh.aux.fill(-1)
@@ -245,6 +398,25 @@ class _CudaKernelsBase:
 
     @classmethod
     def compute_upper_bounds(cls, bvh, s):
+        """Upper bounds on each component's shortest outgoing edge (``k_bounds``).
+
+        One thread per point: an edge to the next tree position in another
+        component lowers both components' key in ``s.best`` (64-bit atomicMin of
+        the packed (weight, min input row) key; float64: the weight), and so does a
+        certified candidate that is still foreign; a candidate that has joined the
+        point's component is dropped.  Nothing in the first iteration (the search
+        starts from the Morton neighbours).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Lowers ``s.best``; sets ``s.cand[i] = -1`` for dropped candidates.
+        """
         if s.it == 0:
             return  # the first search starts from its Morton neighbours
         cls._launch(bvh.dtype, bvh.d, "k_bounds", bvh.n,
@@ -252,6 +424,26 @@ class _CudaKernelsBase:
 
     @classmethod
     def find_component_outgoing_edges(cls, bvh, s):
+        """Each point's nearest point in another component: a pruned traversal a thread.
+
+        After the first iteration ``k_select`` compacts the points that must
+        search (no certified candidate, lower bound not above their component's
+        radius) into ``bvh.aux`` (``s.count`` of them), and ``k_search`` runs one
+        thread per listed point.  The first iteration is a plain nearest-other-point
+        query for every point.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Sets ``s.cand`` (int32 tree position of the certified nearest foreign
+            point, else -1), raises ``s.lower``, lowers ``s.best`` (not in the first
+            iteration); the work list's slots of ``bvh.aux`` are back at -1.
+        """
         n = _i32(bvh.n)
         first = s.it == 0
         if not first:
@@ -266,6 +458,27 @@ class _CudaKernelsBase:
 
     @classmethod
     def reduce_component_minima(cls, bvh, s):
+        """Each component's minimum outgoing edge, strict order (``k_ties``, ``k_winner``).
+
+        ``s.best`` already holds each component's least (weight, min input row)
+        key (float64: least weight).  ``k_ties`` raises every point's ``s.lower``
+        to its component's radius and, among the candidates matching that key,
+        takes the least source row (float32: atomicMin in ``bvh.aux``; float64: of
+        (min row, source row) in ``s.key2``); ``k_winner`` marks the winning point
+        ``i`` with ``bvh.aux[C] = ~i``.  Nothing in the first iteration (a
+        singleton's edge is its point's candidate).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Sets ``bvh.aux[C]`` per component, raises ``s.lower``, fills ``s.key2``
+            (float64).
+        """
         if s.it == 0:
             return  # a singleton's shortest edge is its point's candidate
         n = _i32(bvh.n)
@@ -277,6 +490,28 @@ class _CudaKernelsBase:
 
     @classmethod
     def merge_components(cls, bvh, s):
+        """Hook every component along its chosen edge, find the roots, relabel the points.
+
+        ``k_merge_next`` packs each representative's edge (source and target tree
+        positions) into its ``s.edges`` slot and points ``bvh.aux[C]`` at the far
+        end's component; ``k_merge_roots`` makes the smaller representative of each
+        mutual pair a root and counts the other representatives' edges;
+        ``k_merge_jump`` (pointer jumping, ``JUMP_STEPS`` a launch, launched again
+        while a chain is unfinished) and ``k_relabel`` give every point its root.
+        ``s.counter`` (two int32) is read back after each ``k_merge_jump``.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        int
+            Tree edges found so far (also ``s.n_edges``).  ``s.it`` is incremented,
+            the labels in ``bvh.P`` are the new roots, and each root's ``s.best``
+            (and ``s.key2``) is back at the infinite key.
+        """
         dt, d, n = bvh.dtype, bvh.d, _i32(bvh.n)
         cls._launch(dt, d, "k_merge_next", bvh.n,
                     (bvh.P, s.cand, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
@@ -301,6 +536,30 @@ class _CudaKernelsBase:
 
     @classmethod
     def finalize_edges(cls, bvh, s):
+        """The tree's edges as input rows, their weights recomputed (``k_finalize``).
+
+        Reads the root's label (4 bytes), releases the tree and the search state
+        (``bvh.nodes``, ``bvh.delta``, ``bvh.aux``, ``s.lower``, ``s.cand`` and the
+        key arrays become None), then one thread per edge: every tree position but
+        the root's holds the edge that absorbed it.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        source, target : (n-1,) int64 cupy arrays
+            Input rows of each edge's ends (edges in tree-position order).
+        weight2 : (n-1,) cupy array of the points' dtype
+            Squared weights.
+
+        Raises
+        ------
+        RuntimeError
+            ``s.n_edges != n - 1``.
+        """
         xp = cls.xp
         n, d, dt = bvh.n, bvh.d, bvh.dtype
         m = s.n_edges
@@ -328,7 +587,18 @@ class _CudaKernelsBase:
     def nearest_other_point(cls, bvh):
         """The floor's query: every point's nearest other point (tree positions).
 
-        Returns (cand, d2): int32 tree positions and squared distances.
+        Parameters
+        ----------
+        bvh : CudaBVH
+
+        Returns
+        -------
+        cand : (n,) int32 cupy array
+            Tree position of each point's nearest other point (ties: the
+            smaller input row); -1 where a tie at the pruning distance left
+            it uncertified.
+        d2 : (n,) cupy array of the points' dtype
+            Squared distance to it (a lower bound where ``cand`` is -1).
         """
         xp = cls.xp
         n = bvh.n
