@@ -80,6 +80,40 @@ class SpanningTree:
                             self.min_samples, self.backend, self.iterations,
                             self.components, self.timings, self.report)
 
+    def linkage(self) -> np.ndarray:
+        """The single-linkage hierarchy as a scipy linkage matrix.
+
+        Returns
+        -------
+        (n-1, 4) float64
+            Clusters numbered n + i in merge order, merges in the strict edge
+            order (weight, min row, max row), each row (smaller id, larger
+            id, height, size).  On a mutual-reachability tree this is
+            HDBSCAN*'s hierarchy.
+        """
+        from .products.linkage import single_linkage
+
+        return single_linkage(self.source, self.target, self.weight, self.n_points)
+
+    def fof(self, linking_length):
+        """Friends-of-friends groups: the single-linkage cut at a length.
+
+        Parameters
+        ----------
+        linking_length : float or sequence of K floats
+            Absolute lengths b: points joined by tree edges of weight <= b
+            are one group.
+
+        Returns
+        -------
+        (n,) int64, or (K, n) int64 for a sequence
+            Groups numbered by their smallest row (the group of row 0 is 0).
+        """
+        from .products.cuts import fof_labels
+
+        return fof_labels(self.source, self.target, self.weight, self.n_points,
+                          linking_length)
+
     def __repr__(self) -> str:
         return (f"SpanningTree(n_points={self.n_points}, n_dims={self.n_dims}, "
                 f"min_samples={self.min_samples}, n_edges={self.n_edges}, "

@@ -6,6 +6,10 @@
     emst-dask info EDGES
     emst-dask plot EDGES --points SOURCE --out mst.png
     emst-dask demo [--dir DIR] [--n N]
+    emst-dask hdbscan SOURCE --min-cluster-size M [--min-samples K] --out LABELS
+    emst-dask cut EDGES --linking-length B [-b B ...] --out LABELS
+    emst-dask linkage EDGES --out Z.npy
+    emst-dask plot-clusters LABELS --points SOURCE --out clusters.png
 
 Commands call the API and the service; ``errors`` turns what they raise
 into ``Error:`` lines.
@@ -52,6 +56,7 @@ def main():
     """Exact Euclidean minimum spanning trees (single-tree Borůvka)."""
 
 
+from . import products as _products  # noqa: E402,F401
 from . import run as _run  # noqa: E402,F401  (registers the commands)
 from . import tools as _tools  # noqa: E402,F401
 

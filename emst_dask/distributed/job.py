@@ -83,6 +83,11 @@ class JobSpec:
         time.time() of the submission.
     attempt : int
         > 0: resubmitted after its in-memory input was lost.
+    clusters : dict or None
+        HDBSCAN* parameters (``products.hdbscan.extract``'s keywords): the
+        job also clusters the tree, on the same worker.
+    clusters_output : Output or None
+        Where the worker writes the clusters (a cluster store).
     """
 
     name: str
@@ -97,6 +102,8 @@ class JobSpec:
     from_blocks: bool = False
     submitted: float = field(default_factory=time.time)
     attempt: int = 0
+    clusters: dict | None = None
+    clusters_output: Output | None = None
 
     @property
     def topic(self) -> str:
@@ -215,6 +222,67 @@ def write(spec: JobSpec, t: SpanningTree, report):
                        extra_attrs={"job": spec.name, "sorted_by_weight": spec.sort_by_weight})
 
 
+@dataclass
+class Clusters:
+    """What a clustering job returns: the arrays (host), or with
+    ``clusters_output`` only where they were written.
+
+    Attributes
+    ----------
+    labels, probabilities, outlier_scores : (n,) arrays or None
+    condensed_tree : structured array or None
+    persistence : (n_clusters,) float64 or None
+    selected : list of int
+    linkage : (n-1, 4) float64 or None
+    tree : SpanningTree or None
+    path : str or None
+        The cluster store, when written.
+    n_clusters : int
+    """
+
+    labels: Any = None
+    probabilities: Any = None
+    outlier_scores: Any = None
+    condensed_tree: Any = None
+    persistence: Any = None
+    selected: list = field(default_factory=list)
+    linkage: Any = None
+    tree: Any = None
+    path: str | None = None
+    n_clusters: int = 0
+
+
+def cluster(spec: JobSpec, t: SpanningTree, report) -> Clusters:
+    """HDBSCAN* of the tree ``t``, here; written to ``spec.clusters_output``
+    when there is one."""
+    from ..io.cluster_store import write_clusters
+    from ..products.hdbscan import extract
+    from ..products.linkage import single_linkage
+
+    report("clusters")
+    t0 = time.perf_counter()
+    t = host_tree(t)
+    res = extract(t.source, t.target, t.weight, t.n_points, **spec.clusters)
+    n_clusters = len(res.selected)
+    if spec.clusters_output is not None:
+        c = res.condensed_tree
+        arrays = {"labels": res.labels, "probabilities": res.probabilities,
+                  "outlier_scores": res.outlier_scores, "persistence": res.persistence,
+                  "condensed/parent": c["parent"], "condensed/child": c["child"],
+                  "condensed/lambda_val": c["lambda_val"],
+                  "condensed/child_size": c["child_size"]}
+        attrs = dict(kind="hdbscan", n=int(t.n_points), n_clusters=n_clusters,
+                     min_samples=int(t.min_samples), input=spec.input, job=spec.name,
+                     selected=[int(x) for x in res.selected],
+                     seconds=time.perf_counter() - t0, **spec.clusters)
+        path = write_clusters(spec.clusters_output, arrays, attrs)
+        return Clusters(path=path, n_clusters=n_clusters, selected=list(res.selected))
+    return Clusters(res.labels, res.probabilities, res.outlier_scores, res.condensed_tree,
+                    res.persistence, list(res.selected),
+                    single_linkage(t.source, t.target, t.weight, t.n_points), t,
+                    None, n_clusters)
+
+
 def done(spec: JobSpec, report, t: SpanningTree):
     """Report the job's end: seconds since submission, total weight, edge count."""
     report("done", seconds=time.time() - spec.submitted, total_weight=t.total_weight,
@@ -252,7 +320,7 @@ def tree_task(spec: JobSpec, staged):
     def run():
         points, seconds = staged
         t = tree(spec, points, seconds, report)
-        if spec.output is None:
+        if spec.output is None and spec.clusters is None:
             t = host_tree(t)
             done(spec, report, t)
         return t
@@ -270,8 +338,23 @@ def write_task(spec: JobSpec, t):
 
     def run():
         store = write(spec, t, report)
-        done(spec, report, t)
+        if spec.clusters is None:
+            done(spec, report, t)
         return store
+
+    return _reported(report, run)
+
+
+@refusing
+def cluster_task(spec: JobSpec, t, *written):
+    """The clusters of the job's tree (after its edge store, if any)."""
+    apply_settings()
+    report = Reporter(spec)
+
+    def run():
+        res = cluster(spec, t, report)
+        done(spec, report, t)
+        return res
 
     return _reported(report, run)
 
@@ -283,19 +366,22 @@ def run_inline(spec: JobSpec, blocks=(), progress=None):
     def run():
         staged, seconds = read(spec, blocks, report)
         t = tree(spec, staged, seconds, report)
-        if spec.output is None:
-            t = host_tree(t)
-            done(spec, report, t)
-            return t
-        store = write(spec, t, report)
+        store = None if spec.output is None else write(spec, t, report)
+        if spec.clusters is not None:
+            res = cluster(spec, t, report)
+        elif store is not None:
+            res = store
+        else:
+            res = t = host_tree(t)
         done(spec, report, t)
-        return store
+        return res
 
     try:
         return _reported(report, run)
     finally:
-        if spec.output is not None:
-            spec.output.cleanup()
+        for out in (spec.output, spec.clusters_output):
+            if out is not None:
+                out.cleanup()
 
 
 def _register_sizeof():
@@ -313,4 +399,4 @@ def _register_sizeof():
 _register_sizeof()
 
 __all__ = ["DeferredSource", "JobSpec", "Refused", "read_task", "tree_task", "write_task",
-           "run_inline"]
+           "cluster_task", "run_inline", "Clusters"]

@@ -31,7 +31,8 @@ from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
 from .client import client_for, connect, pick_worker, workers_may_see_other_files, workers_of
 from .faults import Refused, input_lost, lost_error, unwrap
-from .job import DeferredSource, JobSpec, read_task, run_inline, slug, tree_task, write_task
+from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
+                  write_task)
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +59,15 @@ class Prepared:
 def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
             sort_by_weight=False, columns=None, array=None, overwrite=False,
             storage_options=None, out_storage_options=None, zarr_format=3,
-            chunk_rows=None, threads=None, remote_ok=False) -> Prepared:
+            chunk_rows=None, threads=None, remote_ok=False, clusters=None,
+            clusters_out=None) -> Prepared:
     """Check a job on the client and describe it; nothing is read.
 
     ``remote_ok``: a local path the client cannot see is left to the worker
     to resolve (a cluster whose workers see other files than the client),
-    and so is the output's check.
+    and so is the output's check.  ``clusters``: HDBSCAN* parameters (the
+    job clusters its tree on the worker), ``clusters_out`` where the
+    worker writes them.
     """
     check_backend(backend)
     check_min_samples(min_samples, 0)
@@ -93,6 +97,19 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
                             chunk_rows=chunk_rows, storage_options=out_storage_options,
                             source_location=location, token=token, check=here)
+    clusters_output = None
+    if clusters_out is not None:
+        c_local = local_path(clusters_out) if is_pathlike(clusters_out) else None
+        here = not (remote_ok and c_local is not None
+                    and not os.path.isdir(os.path.dirname(c_local)))
+        clusters_output = resolve_output(clusters_out, overwrite=overwrite,
+                                         zarr_format=zarr_format,
+                                         storage_options=out_storage_options,
+                                         source_location=location, token=token, check=here,
+                                         contents="clusters")
+        if output is not None and output.local is not None \
+                and output.local == clusters_output.local:
+            raise InputError("the edge store and the clusters need two outputs")
     if name is None:
         base = os.path.basename(os.fspath(source).rstrip("/")) if is_pathlike(source) \
             else "job"
@@ -100,7 +117,7 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     spec = JobSpec(name=str(name), token=token, source=job_source, input=where, output=output,
                    min_samples=int(min_samples), backend=backend,
                    sort_by_weight=bool(sort_by_weight), threads=threads,
-                   from_blocks=from_blocks)
+                   from_blocks=from_blocks, clusters=clusters, clusters_output=clusters_output)
     return Prepared(spec, data)
 
 
@@ -124,22 +141,27 @@ def submit_chain(client, prep: Prepared, worker=None):
     args = _block_args(client, prep, worker)
     staged = client.submit(read_task, spec, *args, key=spec.key("read"), priority=0, **kw)
     tree = client.submit(tree_task, spec, staged, key=spec.key("boruvka"), priority=1, **kw)
-    if spec.output is None:
-        return tree
-    return client.submit(write_task, spec, tree, key=spec.key("write"), priority=2, **kw)
+    last = tree
+    if spec.output is not None:
+        last = client.submit(write_task, spec, tree, key=spec.key("write"), priority=2, **kw)
+    if spec.clusters is not None:
+        written = [] if spec.output is None else [last]
+        last = client.submit(cluster_task, spec, tree, *written, key=spec.key("clusters"),
+                             priority=3, **kw)
+    return last
 
 
 def cleanup(client, spec: JobSpec):
     """Remove the temporaries of all of a job's attempts (here, where the
     output is visible; else on a worker)."""
-    out = spec.output
-    if out is None or out.local is None:
-        return
-    if os.path.isdir(os.path.dirname(out.local)):
-        out.cleanup()
-    elif client is not None:
-        with contextlib.suppress(Exception):
-            client.submit(out.cleanup, pure=False).result(timeout=30)
+    for out in (spec.output, spec.clusters_output):
+        if out is None or out.local is None:
+            continue
+        if os.path.isdir(os.path.dirname(out.local)):
+            out.cleanup()
+        elif client is not None:
+            with contextlib.suppress(Exception):
+                client.submit(out.cleanup, pure=False).result(timeout=30)
 
 
 def run_job(cl, prep: Prepared, timeout=None):
@@ -186,16 +208,21 @@ def progress_callback(progress, label):
 def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
          sort_by_weight=False, progress=None, columns=None, array=None,
          overwrite=False, name=None, storage_options=None, out_storage_options=None,
-         zarr_format=3, chunk_rows=None, threads=None, timeout=None):
+         zarr_format=3, chunk_rows=None, threads=None, timeout=None, clusters=None,
+         clusters_out=None):
     """The EMST of a point source, computed by a Dask worker (or in this process).
 
     Parameters are those of ``emst_dask.emst``; ``client`` as in
     ``emst_dask.distributed.client``: in-memory points without a client run
     in this process.
 
+    ``clusters``: HDBSCAN* parameters; the job then also clusters its tree
+    on the same worker and returns ``job.Clusters`` (written to
+    ``clusters_out`` when given).
+
     Returns
     -------
-    SpanningTree (host arrays), or EdgeStore with ``out=``.
+    SpanningTree (host arrays), or EdgeStore with ``out=``, or Clusters.
     """
     if client is None and is_in_memory(source):
         client = False
@@ -203,7 +230,8 @@ def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
                    sort_by_weight=sort_by_weight, columns=columns, array=array,
                    overwrite=overwrite, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
-                   chunk_rows=chunk_rows, threads=threads)
+                   chunk_rows=chunk_rows, threads=threads, clusters=clusters,
+                   clusters_out=clusters_out)
     if client is None:  # check before an embedded cluster is started for nothing
         prepare(source, **options)
     with client_for(client, inline_ok=True, backend=backend) as cl:

@@ -99,9 +99,9 @@ def store_path(out) -> str:
     return out if isinstance(out, str) else str(getattr(out, "root", out))
 
 
-def open_new_group(output: Output, where):
-    """A new edge-store group at ``where`` (a temporary path, or the URL or
-    store object itself), ``complete: false``."""
+def open_new_group(output: Output, where, fmt: str = EDGE_FORMAT):
+    """A new group at ``where`` (a temporary path, or the URL or store
+    object itself) carrying the format tag ``fmt`` and ``complete: false``."""
     import zarr
 
     try:
@@ -111,7 +111,7 @@ def open_new_group(output: Output, where):
             mode, opts = ("w" if output.overwrite else "w-"), output.storage_options
         return zarr.open_group(where, mode=mode, zarr_format=output.zarr_format,
                                storage_options=opts,
-                               attributes={"format": EDGE_FORMAT, "complete": False})
+                               attributes={"format": fmt, "complete": False})
     except (OSError, FileExistsError, ValueError) as exc:
         raise OutputError(f"cannot write {output}: {type(exc).__name__}: {exc}") from None
 

@@ -39,6 +39,8 @@ EDGE_FORMAT = "emst-dask edges 1"
 TMP_TAG = ".emst-tmp-"
 #: what ``generate`` marks its snapshots with (a Zarr group attribute)
 SNAPSHOT_ATTR = "generator"
+#: format tag of a cluster store (``emst_dask.io.cluster_store``)
+CLUSTER_FORMAT = "emst-dask clusters 1"
 
 
 def new_token() -> str:
@@ -65,10 +67,12 @@ class Output:
         fsspec options of a URL.
     token : str
         The job's token (temporary names carry it).
-    contents : {"edges", "points"}
-        What is written: an edge store or edge array, or a point cloud
+    contents : {"edges", "points", "clusters", "linkage"}
+        What is written: an edge store or edge array; a point cloud
         (``generate``), which may replace only a point cloud (a .npy file,
-        or a snapshot ``generate`` wrote).
+        or a snapshot ``generate`` wrote); labels (a cluster store, or an
+        int64 .npy), which may replace only labels; or a linkage matrix
+        (an (m, 4) float64 .npy), which may replace only one.
     """
 
     target: object
@@ -130,11 +134,17 @@ class Output:
         if os.path.islink(loc):
             return "is a symbolic link"
         points = self.contents == "points"
+        clusters = self.contents == "clusters"
         if self.kind == "npy":
             if not os.path.isfile(loc):
                 return "is not a file"
             if points:
                 return None if is_npy(loc) else "is not a .npy file"
+            if clusters:
+                return None if is_label_array(loc) else "is not a label array (int64 .npy)"
+            if self.contents == "linkage":
+                return None if is_linkage_array(loc) else \
+                    "is not a linkage matrix ((m, 4) float64 .npy)"
             return None if is_edge_array(loc) else "is not an edge array ((m, 3) float64 .npy)"
         if not os.path.isdir(loc):
             return "is a file, not a Zarr store"
@@ -143,6 +153,9 @@ class Output:
             return "is a directory that is not a Zarr store"
         if points:
             return None if SNAPSHOT_ATTR in attrs else "is not a snapshot emst-dask generated"
+        if clusters:
+            return None if attrs.get("format") == CLUSTER_FORMAT else \
+                "is not a cluster store emst-dask wrote"
         if attrs.get("format") != EDGE_FORMAT:
             what = "a snapshot" if SNAPSHOT_ATTR in attrs else "a Zarr store"
             return f"is {what}, not an edge store"
@@ -310,6 +323,24 @@ def is_npy(path: str) -> bool:
         return False
 
 
+def is_label_array(path: str) -> bool:
+    """An .npy file holding a 1-D or 2-D int64 array (labels)."""
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception:
+        return False
+    return a.ndim in (1, 2) and a.dtype == np.int64
+
+
+def is_linkage_array(path: str) -> bool:
+    """An .npy file holding an (m, 4) float64 array (a linkage matrix)."""
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception:
+        return False
+    return a.ndim == 2 and a.shape[1] == 4 and a.dtype == np.float64
+
+
 def is_edge_array(path: str) -> bool:
     """An .npy file holding an (m, 3) float64 array (read from its header)."""
     try:
@@ -341,7 +372,7 @@ def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,
     check : bool
         Run ``Output.check`` now (False: the caller runs it where the
         output is visible, on a worker).
-    contents : {"edges", "points"}
+    contents : {"edges", "points", "clusters", "linkage"}
 
     Returns
     -------

@@ -190,3 +190,77 @@ def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.0
     fig.savefig(out, dpi=130)
     plt.close(fig)
     return drawn
+
+
+def load_labels(labels, row: int = 0):
+    """(n,) int64 labels from a cluster store or an int64 .npy (row ``row``
+    of a (K, n) cut)."""
+    import os
+
+    if str(labels).endswith(".npy"):
+        if not os.path.exists(labels):
+            raise InputError(f"{labels}: no such file")
+        lab = np.load(labels, allow_pickle=False)
+    else:
+        from ..io.cluster_store import read_clusters
+
+        lab = read_clusters(labels)["labels"]
+    if lab.ndim == 2:
+        if not 0 <= row < lab.shape[0]:
+            raise InputError(f"{labels}: has {lab.shape[0]} rows of labels, not row {row}")
+        lab = lab[row]
+    if lab.ndim != 1 or lab.dtype.kind not in "iu":
+        raise InputError(f"{labels}: not labels (an int64 (n,) or (K, n) array)")
+    return lab.astype(np.int64, copy=False)
+
+
+def plot_clusters(labels, points, out, *, columns=None, array=None, slab: float = 0.02,
+                  max_points: int = 60_000, row: int = 0) -> str:
+    """Draw the points of a thin slab in z coloured by cluster (noise grey).
+
+    Parameters
+    ----------
+    labels : a cluster store or an int64 .npy of labels
+    points : the source the labels are of
+    out : path of the picture (.png)
+    columns, array : select the coordinates of a Zarr group
+    slab : float
+        Thickness of the slab, as a fraction of the z extent.
+    max_points : int
+        The slab is cropped in x-y to about this many points.
+    row : int
+        Which row of a (K, n) friends-of-friends cut.
+
+    Returns
+    -------
+    str
+        A one-line summary.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    lab = load_labels(labels, row)
+    src = resolve_source(points, array=array, columns=columns)
+    if src.n != len(lab):
+        raise InputError(f"{points} has {src.n} points but {labels} labels {len(lab)}")
+    pts = src.read_all()
+    if pts.shape[1] < 2:
+        raise InputError("plot-clusters draws clouds of 2 or more dimensions")
+    mask, where = slab_selection(pts, slab, max_points)
+    sel, sl = pts[mask], lab[mask]
+    fig, ax = plt.subplots(figsize=(8, 7.5), layout="constrained")
+    noise = sl < 0
+    ax.scatter(sel[noise, 0], sel[noise, 1], s=1.0, c="0.75", linewidths=0, label="noise")
+    if (~noise).any():
+        cm = plt.get_cmap("tab20")
+        ax.scatter(sel[~noise, 0], sel[~noise, 1], s=1.5, c=cm(sl[~noise] % 20),
+                   linewidths=0)
+    ax.set_aspect("equal", adjustable="box")
+    n_clusters = int(lab.max()) + 1 if len(lab) else 0
+    ax.set_title(f"{n_clusters} clusters, {int((lab < 0).sum())} noise points "
+                 f"of {len(lab)}\n{where}", fontsize=10)
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+    return f"{int(mask.sum())} points of the slab, {len(np.unique(sl[sl >= 0]))} clusters in it"

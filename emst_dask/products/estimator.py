@@ -1,0 +1,288 @@
+"""``emst_dask.HDBSCAN``: scikit-learn's HDBSCAN estimator on the exact tree.
+
+The parameters and attributes are scikit-learn's (``sklearn.cluster.HDBSCAN``)
+and hdbscan's (``outlier_scores_``, ``condensed_tree_``,
+``cluster_persistence_``); the functional core is
+``emst_dask.products.hdbscan``.  The tree is the exact mutual-reachability
+MST of this package (in this process, on a Dask worker with ``client=``, or
+partitioned with ``partitions=``).  Merges at equal heights are one merge,
+so the clusters never depend on the row order (see ``products.hdbscan``).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import InputError
+
+_PARAMS = ("min_cluster_size", "min_samples", "cluster_selection_epsilon",
+           "max_cluster_size", "cluster_selection_method", "allow_single_cluster",
+           "backend", "client", "partitions", "out", "overwrite")
+
+
+def check_hdbscan_params(min_cluster_size, min_samples, cluster_selection_epsilon,
+                         max_cluster_size, cluster_selection_method, n=None) -> int:
+    """Check the clustering parameters; return k_pts (``min_samples`` or
+    ``min_cluster_size``).
+
+    Raises
+    ------
+    InputError
+        Naming the parameter and the value.
+    """
+    def integer(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    if not integer(min_cluster_size) or min_cluster_size < 2:
+        raise InputError(f"min_cluster_size must be an integer >= 2, got {min_cluster_size!r}")
+    k = min_cluster_size if min_samples is None else min_samples
+    if not integer(k) or k < 1:
+        raise InputError(f"min_samples must be None or an integer >= 1, got {min_samples!r}")
+    if n is not None and n > 0 and k > n:
+        raise InputError(f"min_samples={k} is larger than the number of points ({n})")
+    eps = cluster_selection_epsilon
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not np.isfinite(eps) \
+            or eps < 0:
+        raise InputError("cluster_selection_epsilon must be a finite number >= 0, got "
+                         f"{cluster_selection_epsilon!r}")
+    if max_cluster_size is not None and (not integer(max_cluster_size)
+                                         or max_cluster_size < 1):
+        raise InputError("max_cluster_size must be None or an integer >= 1, got "
+                         f"{max_cluster_size!r}")
+    if cluster_selection_method not in ("eom", "leaf"):
+        raise InputError("cluster_selection_method must be 'eom' or 'leaf', got "
+                         f"{cluster_selection_method!r}")
+    return int(k)
+
+
+class HDBSCAN:
+    """HDBSCAN* clustering on the exact mutual-reachability minimum spanning tree.
+
+    Parameters
+    ----------
+    min_cluster_size : int, default 5
+        The smallest size a group of points may have to be a cluster.
+    min_samples : int or None, default None
+        k_pts, counting the point itself (scikit-learn's meaning; hdbscan's
+        ``min_samples`` is this minus 1); None: ``min_cluster_size``.
+    cluster_selection_epsilon : float, default 0.0
+        Clusters born below this distance are merged up (as scikit-learn).
+    max_cluster_size : int or None
+        Clusters larger than this are not selected by "eom".
+    cluster_selection_method : {"eom", "leaf"}
+    allow_single_cluster : bool
+        Whether the root may be the one cluster.
+    backend : {"auto", "cpu", "cuda"}
+    client : distributed.Client, address, scheduler file, False or None
+        As for ``emst_dask.emst``: None computes in-memory points here and
+        other sources on the embedded cluster.
+    partitions : "auto", int or None
+        As for ``emst_dask.emst`` (the tree comes to this process, which
+        clusters it).
+    out : path, URL or zarr store, optional
+        The worker that computes the tree clusters it and writes labels,
+        probabilities, outlier scores and the condensed tree there (a
+        cluster store, ``emst_dask.io.cluster_store``; or the labels alone
+        as an int64 ``.npy``), complete or absent; the attributes are then
+        read back from it, and the tree stays on the worker
+        (``minimum_spanning_tree_`` and ``single_linkage_tree_`` are None).
+    overwrite : bool
+        Replace a cluster store (or label array) this package wrote.
+
+    Attributes
+    ----------
+    labels_ : (n,) int64
+        Cluster of every point, -1 for noise.
+    probabilities_ : (n,) float64
+        Strength of each point's membership (scikit-learn's).
+    outlier_scores_ : (n,) float64
+        GLOSH outlier scores (hdbscan's).
+    condensed_tree_ : CondensedTree
+        hdbscan's structured array (``.to_numpy()``) with ``.plot()``.
+    single_linkage_tree_ : (n-1, 4) float64
+        The scipy linkage matrix of the mutual-reachability tree.
+    minimum_spanning_tree_ : SpanningTree
+    cluster_persistence_ : (n_clusters,) float64
+        Persistence of each selected cluster (hdbscan's).
+    n_features_in_ : int
+    """
+
+    def __init__(self, min_cluster_size=5, min_samples=None, cluster_selection_epsilon=0.0,
+                 max_cluster_size=None, cluster_selection_method="eom",
+                 allow_single_cluster=False, *, backend="auto", client=None,
+                 partitions=None, out=None, overwrite=False):
+        self.min_cluster_size = min_cluster_size
+        self.min_samples = min_samples
+        self.cluster_selection_epsilon = cluster_selection_epsilon
+        self.max_cluster_size = max_cluster_size
+        self.cluster_selection_method = cluster_selection_method
+        self.allow_single_cluster = allow_single_cluster
+        self.backend = backend
+        self.client = client
+        self.partitions = partitions
+        self.out = out
+        self.overwrite = overwrite
+
+    # -- scikit-learn's estimator protocol --------------------------------------
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters (scikit-learn's protocol)."""
+        return {k: getattr(self, k) for k in _PARAMS}
+
+    def set_params(self, **params) -> "HDBSCAN":
+        """Set constructor parameters (scikit-learn's protocol)."""
+        for k, v in params.items():
+            if k not in _PARAMS:
+                raise ValueError(f"invalid parameter {k!r} for HDBSCAN")
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        changed = ", ".join(f"{k}={getattr(self, k)!r}" for k in _PARAMS
+                            if getattr(self, k) != _DEFAULTS[k])
+        return f"HDBSCAN({changed})"
+
+    # -- fitting --------------------------------------------------------------
+    def fit(self, X, y=None, *, progress=None) -> "HDBSCAN":
+        """Compute the tree of ``X`` and its clusters.
+
+        Parameters
+        ----------
+        X : (n, d) array, or any source ``emst_dask.emst`` takes (a Zarr
+            snapshot, a .npy path, a dask array, a zarr object)
+        y : ignored
+        progress : True or callable(phase, **info), optional
+            As for ``emst_dask.emst``.
+
+        Returns
+        -------
+        self
+        """
+        from ..api import emst
+        from ..io.source import is_in_memory
+
+        k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
+                                 self.cluster_selection_epsilon, self.max_cluster_size,
+                                 self.cluster_selection_method)
+        local = self.client in (None, False) and self.out is None and is_in_memory(X)
+        if local or self.partitions is not None:
+            if self.out is not None:
+                raise InputError("out= writes the clusters where the tree is computed; "
+                                 "with partitions= the tree comes here: drop out=")
+            tree = emst(X, min_samples=k, backend=self.backend, client=self.client,
+                        partitions=self.partitions, progress=progress)
+            return self.fit_tree(tree)
+        from ..distributed.service import emst as service_emst
+
+        res = service_emst(X, client=self.client, min_samples=k, backend=self.backend,
+                           clusters=self._clusters_params(), clusters_out=self.out,
+                           overwrite=self.overwrite, progress=progress)
+        return self._from_job(res)
+
+    def _clusters_params(self) -> dict:
+        return dict(min_cluster_size=int(self.min_cluster_size),
+                    cluster_selection_method=self.cluster_selection_method,
+                    allow_single_cluster=bool(self.allow_single_cluster),
+                    cluster_selection_epsilon=float(self.cluster_selection_epsilon),
+                    max_cluster_size=self.max_cluster_size)
+
+    def _from_job(self, res) -> "HDBSCAN":
+        """Attributes from a service job's ``Clusters`` (read back from the
+        cluster store when the worker wrote one)."""
+        from .condensed import CondensedTree
+
+        if res.path is not None:
+            from ..io.cluster_store import read_clusters
+
+            if str(res.path).endswith(".npy"):
+                self.labels_ = np.load(res.path)
+                self.probabilities_ = self.outlier_scores_ = None
+                self.condensed_tree_ = self.cluster_persistence_ = None
+            else:
+                got = read_clusters(res.path)
+                self.labels_ = got["labels"]
+                self.probabilities_ = got["probabilities"]
+                self.outlier_scores_ = got["outlier_scores"]
+                self.cluster_persistence_ = got["persistence"]
+                ct = _structured(got["condensed/parent"], got["condensed/child"],
+                                 got["condensed/lambda_val"], got["condensed/child_size"])
+                self.condensed_tree_ = CondensedTree(ct, len(self.labels_), res.selected)
+            self.single_linkage_tree_ = self.minimum_spanning_tree_ = None
+            self.n_features_in_ = None
+            self.clusters_path_ = res.path
+            return self
+        self.labels_ = res.labels
+        self.probabilities_ = res.probabilities
+        self.outlier_scores_ = res.outlier_scores
+        self.cluster_persistence_ = res.persistence
+        self.condensed_tree_ = CondensedTree(res.condensed_tree, len(res.labels), res.selected)
+        self.single_linkage_tree_ = res.linkage
+        self.minimum_spanning_tree_ = res.tree
+        self.n_features_in_ = int(res.tree.n_dims)
+        return self
+
+    def fit_tree(self, tree) -> "HDBSCAN":
+        """Cluster an existing mutual-reachability tree (a ``SpanningTree``,
+        an ``EdgeStore`` or the path of one) without recomputing it.
+
+        The tree's ``min_samples`` must be the k_pts of this estimator
+        (``min_samples``, or ``min_cluster_size`` when None).
+        """
+        from ..io import EdgeStore, open_edges
+        from .hdbscan import extract
+        from .linkage import single_linkage
+
+        if isinstance(tree, (str, EdgeStore)) or hasattr(tree, "__fspath__"):
+            store = tree if isinstance(tree, EdgeStore) else open_edges(tree)
+            tree = store.load()
+            if store.attrs.get("min_samples") is None:
+                raise InputError(f"{store.path}: an .npy edge array does not record its "
+                                 "min_samples; give the Zarr edge store")
+        n = int(tree.n_points)
+        k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
+                                 self.cluster_selection_epsilon, self.max_cluster_size,
+                                 self.cluster_selection_method, n)
+        if int(tree.min_samples) != k:
+            raise InputError(f"the tree was computed with min_samples={tree.min_samples}, "
+                             f"this HDBSCAN needs min_samples={k}: compute the tree with "
+                             f"emst(..., min_samples={k})")
+        if tree.n_edges != max(n - 1, 0):
+            raise InputError(f"the tree has {tree.n_edges} edges for {n} points: not a "
+                             "spanning tree")
+        s, t, w = (_host(a) for a in (tree.source, tree.target, tree.weight))
+        res = extract(s, t, w, n, **self._clusters_params())
+        from .condensed import CondensedTree
+
+        self.labels_ = res.labels
+        self.probabilities_ = res.probabilities
+        self.outlier_scores_ = res.outlier_scores
+        self.condensed_tree_ = CondensedTree(res.condensed_tree, n, res.selected)
+        self.cluster_persistence_ = res.persistence
+        self.single_linkage_tree_ = single_linkage(s, t, w, n)
+        self.minimum_spanning_tree_ = tree
+        self.n_features_in_ = int(tree.n_dims)
+        return self
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        """``fit(X).labels_``."""
+        return self.fit(X).labels_
+
+
+_DEFAULTS = dict(min_cluster_size=5, min_samples=None, cluster_selection_epsilon=0.0,
+                 max_cluster_size=None, cluster_selection_method="eom",
+                 allow_single_cluster=False, backend="auto", client=None, partitions=None,
+                 out=None, overwrite=False)
+
+
+def _structured(parent, child, lambda_val, child_size) -> np.ndarray:
+    """hdbscan's condensed-tree structured array from its four columns."""
+    out = np.empty(len(parent), dtype=[("parent", np.int64), ("child", np.int64),
+                                       ("lambda_val", np.float64),
+                                       ("child_size", np.int64)])
+    out["parent"], out["child"] = parent, child
+    out["lambda_val"], out["child_size"] = lambda_val, child_size
+    return out
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()

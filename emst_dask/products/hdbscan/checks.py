@@ -1,0 +1,102 @@
+"""Checks on the HDBSCAN* extraction's parameters and on the tree it is
+given, run before any work (``InputError`` on anything unusable)."""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from ...errors import InputError
+
+#: the cluster selection methods (scikit-learn's and hdbscan's names)
+METHODS = ("eom", "leaf")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_min_cluster_size(m) -> int:
+    """``min_cluster_size`` as an int >= 2."""
+    if not _is_int(m) or int(m) < 2:
+        raise InputError(f"min_cluster_size must be an integer >= 2, got {m!r}")
+    return int(m)
+
+
+def check_method(method) -> str:
+    """``cluster_selection_method``, one of "eom", "leaf"."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise InputError(f"cluster_selection_method must be 'eom' or 'leaf', got {method!r}")
+    return method
+
+
+def check_epsilon(eps) -> float:
+    """``cluster_selection_epsilon`` as a finite float >= 0."""
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, (Real, np.floating, np.integer)):
+        raise InputError(f"cluster_selection_epsilon must be a number >= 0, got {eps!r}")
+    e = float(eps)
+    if not math.isfinite(e) or e < 0.0:
+        raise InputError(f"cluster_selection_epsilon must be finite and >= 0, got {eps!r}")
+    return e
+
+
+def check_max_cluster_size(size):
+    """``max_cluster_size``: None or an int >= 1."""
+    if size is None:
+        return None
+    if not _is_int(size) or int(size) < 1:
+        raise InputError(f"max_cluster_size must be None or an integer >= 1, got {size!r}")
+    return int(size)
+
+
+def check_allow_single_cluster(flag) -> bool:
+    """``allow_single_cluster`` as a bool."""
+    if not isinstance(flag, (bool, np.bool_)):
+        raise InputError(f"allow_single_cluster must be True or False, got {flag!r}")
+    return bool(flag)
+
+
+def check_edges(source, target, weight, n):
+    """The edges of a spanning tree of ``n`` points, on the host.
+
+    Parameters
+    ----------
+    source, target : (n-1,) integer array-like, rows in [0, n).
+    weight : (n-1,) float array-like, finite and >= 0.
+    n : int >= 1
+
+    Returns
+    -------
+    source, target : (n-1,) int64; weight : (n-1,) float64 or float32
+        (float32 kept as is: equal weights are compared in the type the tree
+        was computed in).
+    """
+    if not _is_int(n) or int(n) < 1:
+        raise InputError(f"n must be an integer >= 1, got {n!r}")
+    n = int(n)
+    s, t, w = (_host(a) for a in (source, target, weight))
+    for name, a in (("source", s), ("target", t), ("weight", w)):
+        if a.ndim != 1 or a.shape[0] != n - 1:
+            raise InputError(f"{name} must have shape ({n - 1},) for n={n}, got {a.shape}")
+    if n > 1 and (s.dtype.kind not in "iu" or t.dtype.kind not in "iu"):
+        raise InputError("source and target must be integer arrays")
+    if w.dtype not in (np.float32, np.float64):
+        if w.dtype.kind not in "iuf":
+            raise InputError(f"weight must be a float array, got {w.dtype}")
+        w = w.astype(np.float64)
+    s = np.ascontiguousarray(s, dtype=np.int64)
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    w = np.ascontiguousarray(w)
+    if n > 1:
+        if min(s.min(), t.min()) < 0 or max(s.max(), t.max()) >= n:
+            raise InputError(f"edge endpoints must be rows in [0, {n})")
+        if not np.isfinite(w).all() or w.min() < 0:
+            raise InputError("edge weights must be finite and >= 0")
+    return s, t, w
+
+
+def _host(a):
+    if hasattr(a, "get") and not isinstance(a, np.ndarray):  # cupy
+        a = a.get()
+    return np.asarray(a)

@@ -1,0 +1,215 @@
+"""The strict edge order and the single-linkage hierarchy of a tree
+(``emst_dask.products.order``, ``emst_dask.products.linkage``).
+
+Oracles: numpy's lexsort for the order; scipy's ``linkage(points,
+"single")`` (its own MST of the distance matrix), its flat clusters and
+cophenetic distances for the hierarchy; a Python union-find for the merge
+order under ties.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emst_dask import InputError, datasets, emst
+from emst_dask.products.linkage import single_linkage
+from emst_dask.products.order import strict_order
+
+hierarchy = pytest.importorskip("scipy.cluster.hierarchy")
+
+
+def canonical(labels):
+    """Each point's label replaced by the rank of its group's smallest row:
+    equal partitions give equal arrays."""
+    _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
+    return np.unique(first[inv.reshape(-1)], return_inverse=True)[1].reshape(-1)
+
+
+def tree_linkage(points):
+    tree = emst(points, backend="cpu")
+    return single_linkage(tree.source, tree.target, tree.weight, len(points)), tree
+
+
+def cuts_between(heights):
+    """Thresholds halfway between consecutive distinct heights (and beyond)."""
+    h = np.unique(heights)
+    return np.concatenate([[h[0] / 2], (h[:-1] + h[1:]) / 2, [h[-1] * 2 + 1]])
+
+
+def lattice_with_duplicates(seed=0):
+    rng = np.random.default_rng(seed)
+    grid = np.stack(np.meshgrid(np.arange(6), np.arange(5), np.arange(3)), -1).reshape(-1, 3)
+    pts = np.concatenate([grid, grid[rng.integers(0, len(grid), 25)]]).astype(np.float64)
+    return pts[rng.permutation(len(pts))]
+
+
+# --- the strict order -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_strict_order_against_lexsort(dtype):
+    rng = np.random.default_rng(1)
+    m = 5000
+    s = rng.integers(0, 300, m)
+    t = rng.integers(0, 300, m)
+    w = rng.integers(0, 20, m).astype(dtype) / 4  # many ties
+    dup = rng.integers(0, m, 300)  # the same edges again, endpoints swapped
+    s, t, w = np.r_[s, t[dup]], np.r_[t, s[dup]], np.r_[w, w[dup]]
+    order = strict_order(s, t, w)
+    assert order.dtype == np.int64 and np.array_equal(np.sort(order), np.arange(len(s)))
+    lo, hi = np.minimum(s, t), np.maximum(s, t)
+    want = np.lexsort((hi, lo, w))
+    for key in (w, lo, hi):
+        np.testing.assert_array_equal(key[order], key[want])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_strict_order_unique_keys_is_lexsort(dtype):
+    rng = np.random.default_rng(2)
+    pairs = rng.choice(400 * 400, 3000, replace=False)
+    s, t = pairs // 400, pairs % 400
+    w = rng.integers(0, 10, len(s)).astype(dtype)
+    w[:5] = -0.0  # a negative zero is zero
+    want = np.lexsort((np.maximum(s, t), np.minimum(s, t), w))
+    np.testing.assert_array_equal(strict_order(s, t, w), want)
+    np.testing.assert_array_equal(strict_order(s.astype(np.int32), t, w), want)
+
+
+def test_strict_order_empty_and_bad_input():
+    assert strict_order(np.zeros(0, int), np.zeros(0, int), np.zeros(0)).shape == (0,)
+    s, t = np.array([0, 1]), np.array([1, 2])
+    for w in (np.array([1.0, np.nan]), np.array([1.0, -1.0]), np.array([1.0]),
+              np.array(["a", "b"]), np.ones((2, 1))):
+        with pytest.raises(InputError):
+            strict_order(s, t, w)
+    with pytest.raises(InputError):
+        strict_order(np.array([0.0, 1.0]), t, np.ones(2))
+    with pytest.raises(InputError):
+        strict_order(np.array([-1, 1]), t, np.ones(2))
+
+
+# --- against scipy on tie-free clouds ---------------------------------------------------
+
+def check_against_scipy(points, rtol=1e-12):
+    Z, _ = tree_linkage(points)
+    want = hierarchy.linkage(points.astype(np.float64), "single")
+    assert Z.shape == (len(points) - 1, 4) and Z.dtype == np.float64
+    assert hierarchy.is_valid_linkage(Z)
+    np.testing.assert_allclose(Z[:, 2], want[:, 2], rtol=rtol)
+    for t in cuts_between(want[:, 2])[::max(1, len(points) // 40)]:
+        np.testing.assert_array_equal(canonical(hierarchy.fcluster(Z, t, "distance")),
+                                      canonical(hierarchy.fcluster(want, t, "distance")))
+    np.testing.assert_allclose(hierarchy.cophenet(Z), hierarchy.cophenet(want), rtol=rtol)
+    return Z, want
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_random_cloud_against_scipy(d):
+    rng = np.random.default_rng(d)
+    Z, want = check_against_scipy(rng.random((800, d)))
+    # tie-free: the hierarchy itself is unique, ids and sizes included
+    np.testing.assert_array_equal(Z[:, [0, 1, 3]], want[:, [0, 1, 3]])
+
+
+def test_clustered_cloud_against_scipy():
+    check_against_scipy(datasets.halos(1200, dim=3, seed=4).astype(np.float64))
+
+
+def test_float32_cloud_against_scipy():
+    rng = np.random.default_rng(7)
+    check_against_scipy(rng.random((600, 3)).astype(np.float32), rtol=1e-6)
+
+
+# --- ties ---------------------------------------------------------------------------
+
+def partitions_at_heights(Z, heights):
+    return [canonical(hierarchy.fcluster(Z, h, "distance")) for h in heights]
+
+
+@pytest.mark.parametrize("cloud", ["lattice", "all_equal", "two_values"])
+def test_ties(cloud):
+    if cloud == "lattice":
+        pts = lattice_with_duplicates()
+    elif cloud == "all_equal":
+        pts = np.full((50, 2), 0.5)
+    else:
+        pts = np.repeat([[0.0, 0.0], [3.0, 4.0]], [20, 30], axis=0)
+    Z, tree = tree_linkage(pts)
+    n = len(pts)
+    assert hierarchy.is_valid_linkage(Z)
+    assert np.all(np.diff(Z[:, 2]) >= 0)
+    assert np.array_equal(Z, single_linkage(tree.source, tree.target, tree.weight, n))
+    # partitions and cophenetic distances are unique even under ties: scipy's
+    want = hierarchy.linkage(pts, "single")
+    heights = np.unique(want[:, 2])
+    for a, b in zip(partitions_at_heights(Z, heights), partitions_at_heights(want, heights)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(hierarchy.cophenet(Z), hierarchy.cophenet(want))
+    # a row permutation of the input: the same partitions, mapped back
+    perm = np.random.default_rng(3).permutation(n)
+    Zp, _ = tree_linkage(pts[perm])
+    for a, b in zip(partitions_at_heights(Z, heights), partitions_at_heights(Zp, heights)):
+        back = np.empty(n, np.int64)
+        back[perm] = b
+        np.testing.assert_array_equal(a, canonical(back))
+
+
+def test_merges_follow_the_strict_edge_order():
+    """Row k merges the clusters holding the endpoints of the k-th edge in the
+    order (weight, min row, max row); checked with a plain Python union-find."""
+    pts = lattice_with_duplicates(seed=5)
+    Z, tree = tree_linkage(pts)
+    n = len(pts)
+    s, t, w = tree.source, tree.target, tree.weight
+    order = np.lexsort((np.maximum(s, t), np.minimum(s, t), w))
+    cluster_of = list(range(n))  # point -> current cluster id
+    members = {i: [i] for i in range(n)}
+    for k, e in enumerate(order):
+        a, b = sorted((cluster_of[s[e]], cluster_of[t[e]]))
+        assert (Z[k, 0], Z[k, 1], Z[k, 2]) == (a, b, w[e])
+        members[n + k] = members.pop(a) + members.pop(b)
+        assert Z[k, 3] == len(members[n + k])
+        for p in members[n + k]:
+            cluster_of[p] = n + k
+
+
+# --- edge cases and bad input ------------------------------------------------------------
+
+def test_small_n():
+    empty = np.zeros(0, np.int64)
+    for n in (0, 1):
+        Z = single_linkage(empty, empty, np.zeros(0), n)
+        assert Z.shape == (0, 4) and Z.dtype == np.float64
+    Z = single_linkage(np.array([1]), np.array([0]), np.array([2.5]), 2)
+    np.testing.assert_array_equal(Z, [[0, 1, 2.5, 2]])
+
+
+def test_edges_beyond_a_tree_are_skipped():
+    """A connected graph (cycles, a self loop) gives its MST's hierarchy."""
+    s = np.array([0, 1, 2, 0, 3, 2])
+    t = np.array([1, 2, 0, 0, 2, 3])
+    w = np.array([1.0, 2.0, 1.5, 0.0, 3.0, 4.0])
+    Z = single_linkage(s, t, w, 4)
+    np.testing.assert_array_equal(Z, [[0, 1, 1.0, 2], [2, 4, 1.5, 3], [3, 5, 3.0, 4]])
+
+
+def test_bad_trees():
+    with pytest.raises(InputError, match="at least 3 edges"):
+        single_linkage(np.array([0, 1]), np.array([1, 2]), np.ones(2), 4)
+    with pytest.raises(InputError, match="do not connect"):  # a cycle, point 3 left out
+        single_linkage(np.array([0, 1, 2]), np.array([1, 2, 0]), np.ones(3), 4)
+    with pytest.raises(InputError, match=r"\[0, 3\)"):
+        single_linkage(np.array([0, 1]), np.array([1, 3]), np.ones(2), 3)
+    for n in (-1, 2.0, "3", None, True):
+        with pytest.raises(InputError):
+            single_linkage(np.array([0]), np.array([1]), np.ones(1), n)
+
+
+@pytest.mark.gpu
+def test_cupy_input_is_computed_on_the_host():
+    cupy = pytest.importorskip("cupy")
+    pts = lattice_with_duplicates(seed=9)
+    Z, tree = tree_linkage(pts)
+    Zd = single_linkage(cupy.asarray(tree.source), cupy.asarray(tree.target),
+                        cupy.asarray(tree.weight), len(pts))
+    assert isinstance(Zd, np.ndarray)
+    np.testing.assert_array_equal(Zd, Z)
