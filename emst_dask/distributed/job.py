@@ -233,7 +233,8 @@ class Clusters:
     condensed_tree : structured array or None
     persistence : (n_clusters,) float64 or None
     selected : list of int
-    linkage : (n-1, 4) float64 or None
+    linkage : (n-1, 4) float64 or None (the estimator computes it from
+        ``tree`` when asked)
     tree : SpanningTree or None
     path : str or None
         The cluster store, when written.
@@ -257,7 +258,6 @@ def cluster(spec: JobSpec, t: SpanningTree, report) -> Clusters:
     when there is one."""
     from ..io.cluster_store import write_clusters
     from ..products.hdbscan import extract
-    from ..products.linkage import single_linkage
 
     report("clusters")
     t0 = time.perf_counter()
@@ -278,9 +278,7 @@ def cluster(spec: JobSpec, t: SpanningTree, report) -> Clusters:
         path = write_clusters(spec.clusters_output, arrays, attrs)
         return Clusters(path=path, n_clusters=n_clusters, selected=list(res.selected))
     return Clusters(res.labels, res.probabilities, res.outlier_scores, res.condensed_tree,
-                    res.persistence, list(res.selected),
-                    single_linkage(t.source, t.target, t.weight, t.n_points), t,
-                    None, n_clusters)
+                    res.persistence, list(res.selected), None, t, None, n_clusters)
 
 
 def done(spec: JobSpec, report, t: SpanningTree):

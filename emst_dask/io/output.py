@@ -323,31 +323,30 @@ def is_npy(path: str) -> bool:
         return False
 
 
+def _npy_array(path: str):
+    """The memory-mapped array of a .npy file, or None."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception:
+        return None
+
+
 def is_label_array(path: str) -> bool:
     """An .npy file holding a 1-D or 2-D int64 array (labels)."""
-    try:
-        a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except Exception:
-        return False
-    return a.ndim in (1, 2) and a.dtype == np.int64
+    a = _npy_array(path)
+    return a is not None and a.ndim in (1, 2) and a.dtype == np.int64
 
 
 def is_linkage_array(path: str) -> bool:
     """An .npy file holding an (m, 4) float64 array (a linkage matrix)."""
-    try:
-        a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except Exception:
-        return False
-    return a.ndim == 2 and a.shape[1] == 4 and a.dtype == np.float64
+    a = _npy_array(path)
+    return a is not None and a.ndim == 2 and a.shape[1] == 4 and a.dtype == np.float64
 
 
 def is_edge_array(path: str) -> bool:
-    """An .npy file holding an (m, 3) float64 array (read from its header)."""
-    try:
-        a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except Exception:
-        return False
-    return a.ndim == 2 and a.shape[1] == 3 and a.dtype == np.float64
+    """An .npy file holding an (m, 3) float64 array (an edge array)."""
+    a = _npy_array(path)
+    return a is not None and a.ndim == 2 and a.shape[1] == 3 and a.dtype == np.float64
 
 
 def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,

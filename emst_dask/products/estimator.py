@@ -207,7 +207,7 @@ class HDBSCAN:
                 ct = _structured(got["condensed/parent"], got["condensed/child"],
                                  got["condensed/lambda_val"], got["condensed/child_size"])
                 self.condensed_tree_ = CondensedTree(ct, len(self.labels_), res.selected)
-            self.single_linkage_tree_ = self.minimum_spanning_tree_ = None
+            self._linkage = self.minimum_spanning_tree_ = None
             self.n_features_in_ = None
             self.clusters_path_ = res.path
             return self
@@ -216,7 +216,7 @@ class HDBSCAN:
         self.outlier_scores_ = res.outlier_scores
         self.cluster_persistence_ = res.persistence
         self.condensed_tree_ = CondensedTree(res.condensed_tree, len(res.labels), res.selected)
-        self.single_linkage_tree_ = res.linkage
+        self._linkage = None
         self.minimum_spanning_tree_ = res.tree
         self.n_features_in_ = int(res.tree.n_dims)
         return self
@@ -230,7 +230,6 @@ class HDBSCAN:
         """
         from ..io import EdgeStore, open_edges
         from .hdbscan import extract
-        from .linkage import single_linkage
 
         if isinstance(tree, (str, EdgeStore)) or hasattr(tree, "__fspath__"):
             store = tree if isinstance(tree, EdgeStore) else open_edges(tree)
@@ -258,10 +257,21 @@ class HDBSCAN:
         self.outlier_scores_ = res.outlier_scores
         self.condensed_tree_ = CondensedTree(res.condensed_tree, n, res.selected)
         self.cluster_persistence_ = res.persistence
-        self.single_linkage_tree_ = single_linkage(s, t, w, n)
+        self._linkage = None
         self.minimum_spanning_tree_ = tree
         self.n_features_in_ = int(tree.n_dims)
         return self
+
+    @property
+    def single_linkage_tree_(self):
+        """(n-1, 4) float64 scipy linkage matrix of the tree (computed on first
+        use: a union-find pass over the n - 1 edges), or None when the tree
+        stayed on a worker."""
+        if getattr(self, "minimum_spanning_tree_", None) is None:
+            return None
+        if self._linkage is None:
+            self._linkage = self.minimum_spanning_tree_.linkage()
+        return self._linkage
 
     def fit_predict(self, X, y=None) -> np.ndarray:
         """``fit(X).labels_``."""

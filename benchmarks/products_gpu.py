@@ -1,0 +1,91 @@
+"""The products of a tree on a GPU: single linkage, friends-of-friends cuts,
+HDBSCAN*, against the EMST of the same cloud.
+
+    python benchmarks/products_gpu.py --n 30e6
+
+Points on the device (halos, 3-D float32, seed 0); each figure the median of
+``--repeats`` runs after a warm-up, the device synchronised around each:
+
+* ``emst``: the Euclidean tree, and the mutual-reachability tree of
+  ``--min-samples``;
+* ``linkage``: ``tree.linkage()`` of the Euclidean tree (edges to the host,
+  union-find there);
+* ``fof_1``, ``fof_8``: ``tree.fof(b)`` at b = 0.2 mean spacings, and at 8
+  lengths at once, on the device;
+* ``hdbscan``: ``HDBSCAN(min_cluster_size, min_samples, backend="cuda").fit``
+  end to end, and its part beyond the tree.
+
+Writes JSON (device, every number) to ``--out`` and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    import cupy
+
+    from emst_dask import HDBSCAN, datasets, emst
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=lambda s: int(float(s)), default=30_000_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-samples", type=int, default=10)
+    p.add_argument("--min-cluster-size", type=int, default=100)
+    p.add_argument("--out", default="products-gpu.json")
+    a = p.parse_args()
+
+    def timed(fn):
+        fn()
+        cupy.cuda.Device().synchronize()
+        ts = []
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            r = fn()
+            cupy.cuda.Device().synchronize()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts), r
+
+    t0 = time.perf_counter()
+    X = cupy.asarray(datasets.halos(a.n, 3, 0))
+    gen = time.perf_counter() - t0
+    spacing = float((1.0 / a.n) ** (1 / 3))
+    res = {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+           "n": a.n, "d": 3, "dataset": "halos", "dtype": "float32", "repeats": a.repeats,
+           "generate_seconds": gen}
+    res["emst"], tree = timed(lambda: emst(X, backend="cuda"))
+    res["emst_mrd"], _ = timed(lambda: emst(X, min_samples=a.min_samples, backend="cuda"))
+    res["linkage"], Z = timed(lambda: tree.linkage())
+    b = 0.2 * spacing
+    res["fof_1"], one = timed(lambda: tree.fof(b))
+    res["fof_8"], _ = timed(lambda: tree.fof([b * (0.5 + 0.25 * i) for i in range(8)]))
+    est = HDBSCAN(min_cluster_size=a.min_cluster_size, min_samples=a.min_samples,
+                  backend="cuda")
+    res["hdbscan"], fitted = timed(lambda: est.fit(X))
+    res["hdbscan_beyond_tree"] = res["hdbscan"] - res["emst_mrd"]
+    res["hdbscan_clusters"] = int(fitted.labels_.max()) + 1
+    res["fof_1_groups"] = int(one.max()) + 1
+    res["ratios"] = {"linkage/emst": res["linkage"] / res["emst"],
+                     "fof_1/emst": res["fof_1"] / res["emst"],
+                     "fof_8/fof_1": res["fof_8"] / res["fof_1"],
+                     "hdbscan_beyond_tree/emst_mrd": res["hdbscan_beyond_tree"] / res["emst_mrd"]}
+    with open(a.out, "w") as fh:
+        json.dump(res, fh, indent=1)
+    print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
+    for k in ("emst", "emst_mrd", "linkage", "fof_1", "fof_8", "hdbscan",
+              "hdbscan_beyond_tree"):
+        print(f"  {k:<22s} {res[k]:8.4f} s")
+    for k, v in res["ratios"].items():
+        print(f"  {k:<30s} {v:6.3f}")
+    print(f"  {res['hdbscan_clusters']} clusters; {res['fof_1_groups']} FoF groups at b=0.2")
+
+
+if __name__ == "__main__":
+    main()
