@@ -32,6 +32,8 @@ class SpanningTree:
     timings : seconds per named phase.
     report : ``emst_dask.partitioned.PartitionReport`` of a partitioned job
         (rounds, bytes moved between workers, seconds per phase), else None.
+    box_size : (d,) float64 or None, the periodic box the weights are
+        minimum-image distances in (None: open space).
     """
 
     source: Any
@@ -46,6 +48,7 @@ class SpanningTree:
     components: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     report: Any = None
+    box_size: Any = None
     _total: float | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -78,7 +81,8 @@ class SpanningTree:
         return SpanningTree(self.source[order], self.target[order], self.weight[order],
                             self.core_distances, self.n_points, self.n_dims,
                             self.min_samples, self.backend, self.iterations,
-                            self.components, self.timings, self.report)
+                            self.components, self.timings, self.report,
+                            box_size=self.box_size)
 
     def linkage(self) -> np.ndarray:
         """The single-linkage hierarchy as a scipy linkage matrix.
