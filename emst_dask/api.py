@@ -88,12 +88,8 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
     if partitions is not None:
         from .distributed.partitioned import emst as partitioned_emst
 
-        if box_size is not None:
-            raise InputError("box_size with partitions= is not supported yet: the "
-                             "partitioned algorithm has no periodic faces; compute a "
-                             "periodic tree on one worker (partitions=None)")
         return partitioned_emst(points, client=client, out=out, partitions=partitions,
-                                min_samples=min_samples, backend=backend,
+                                min_samples=min_samples, box_size=box_size, backend=backend,
                                 sort_by_weight=sort_by_weight, columns=columns, array=array,
                                 progress=progress, **service_options)
     if (client is not None or out is not None or columns is not None

@@ -211,9 +211,55 @@ def test_snapshot_box_without_the_attribute(client, tmp_path):
         emst(str(tmp_path / "snap.zarr"), client=client, box_size="snapshot")
 
 
-def test_periodic_box_with_partitions_is_refused_clearly():
-    pts = np.random.default_rng(10).random((50, 2))
-    with pytest.raises(InputError, match="partitions"):
+# ---------------------------------------------------------------------------
+# partitions=: a face on the global boundary is shared with the opposite box
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("P", [2, 3, 5])
+@pytest.mark.parametrize("k", [1, 4])
+def test_partitioned_periodic_is_the_single_device_tree(P, k):
+    """Clusters straddling the faces, split into P boxes (P = 2 leaves every
+    box spanning two whole axes: they wrap onto themselves): the same edge
+    set as one device, an exact minimum-image tree."""
+    rng = np.random.default_rng(40 + P + k)
+    L = np.array([1.0, 1.5, 0.8])
+    pts = straddling(600, 3, L, rng)
+    one = emst(pts, box_size=L, min_samples=k, backend="cpu")
+    tree = emst(pts, box_size=L, min_samples=k, partitions=P, client=False, backend="cpu")
+    assert edge_set(tree.source, tree.target) == edge_set(one.source, one.target)
+    assert tree.total_weight == pytest.approx(one.total_weight, rel=1e-12)
+    np.testing.assert_array_equal(tree.box_size, L)
+    check_spanning_tree(tree, pts, k, box_size=L)
+
+
+def test_partitioned_periodic_lattice_ties():
+    """A periodic lattice (ties everywhere) in 4 boxes: total exactly known."""
+    g = np.stack(np.meshgrid(np.arange(8), np.arange(6), indexing="ij"), -1).reshape(-1, 2)
+    pts = g.astype(np.float64)
+    tree = emst(pts, box_size=[8.0, 6.0], partitions=4, client=False, backend="cpu")
+    assert tree.total_weight == len(pts) - 1
+    check_spanning_tree(tree, pts, box_size=[8.0, 6.0])
+
+
+def test_partitioned_periodic_on_the_cluster(client, tmp_path):
+    from emst_dask import open_edges
+    from emst_dask.io.snapshot import write_points
+
+    rng = np.random.default_rng(41)
+    pts = straddling(800, 2, 1.0, rng)
+    write_points(tmp_path / "snap.zarr", pts, chunk_rows=200, attrs={"BoxSize": [1.0, 1.0]})
+    store = emst(str(tmp_path / "snap.zarr"), client=client, box_size="snapshot",
+                 partitions=3, out=str(tmp_path / "edges.zarr"))
+    tree = open_edges(str(store)).load()
+    np.testing.assert_array_equal(tree.box_size, [1.0, 1.0])
+    one = emst(pts, box_size=1.0, backend="cpu")
+    assert edge_set(tree.source, tree.target) == edge_set(one.source, one.target)
+    check_spanning_tree(tree, pts, box_size=1.0)
+
+
+def test_partitioned_point_outside_the_box_names_its_row():
+    pts = np.random.default_rng(42).random((100, 2))
+    pts[63, 0] = 1.25
+    with pytest.raises(InputError, match=r"first bad row is 63\b"):
         emst(pts, box_size=1.0, partitions=2, client=False)
 
 
