@@ -11,13 +11,15 @@ branches in the order of those first edges; so do we.
 Host (numba, ``branches_host``), linear time in four parallel passes:
 
 1. the 2m edge ends are partitioned by node range (a one-pass radix
-   partition: per-chunk bucket counts, an exclusive scan, a scatter), then
-   each node range is owned by one thread, which counts the degrees and
-   records each node's first two edges (all a degree-2 node has): no
-   atomics, no sort, and the same result for any thread count;
-2. from every end edge, a walk along its branch (through degree-2 nodes,
-   each step taking the node's other edge) finds the other end edge and
-   the edge count;
+   partition: per-chunk bucket counts, an exclusive scan, a scatter of
+   packed (edge, node) entries), then each node range is owned by one
+   thread, which counts the degrees and records the sum of each node's
+   first two edge ids (for a degree-2 node, one edge gives the other): no atomics, no sort, and the same
+   result for any thread count; then every edge gets its two *links*, the
+   next edge of its branch through each end (-1 where the end's degree is
+   not 2), so that a walk reads one row per step;
+2. from every end edge, a walk along the links finds the other end edge
+   and the edge count;
 3. a branch is numbered by the rank of its first edge (the smaller end
    edge) among the first edges (a parallel prefix count), which gives the
    offsets of the branches' edge lists;
@@ -51,7 +53,7 @@ _BUCKETS = 512  # node ranges of the degree pass (at most)
 
 
 # ----------------------------------------------------------------------------
-# host: degrees and the first two edges of each node
+# host: degrees and the edges of each degree-2 node
 
 
 @njit(parallel=True, cache=True)
@@ -72,10 +74,13 @@ def _bucket_counts(source, target, shift, n_buckets, n_chunks):
 
 @njit(parallel=True, cache=True)
 def _bucket_scatter(source, target, shift, offsets, n_chunks):
-    """The edge ends ``2 e + side`` grouped by node range; within a range in
-    increasing order (chunks are consecutive and scanned in order)."""
+    """The edge ends grouped by node range, each packed as ``e << shift |
+    (v - range start)`` (the next pass then reads them in order, touching
+    only its own range's nodes); within a range in edge order (chunks are
+    consecutive and scanned in order)."""
     total = 2 * source.shape[0]
     step = (total + n_chunks - 1) // n_chunks
+    mask = (np.int64(1) << shift) - 1
     out = np.empty(total, np.int64)
     for c in prange(n_chunks):
         pos = offsets[c].copy()
@@ -85,41 +90,40 @@ def _bucket_scatter(source, target, shift, offsets, n_chunks):
             e = j >> 1
             v = source[e] if (j & 1) == 0 else target[e]
             b = v >> shift
-            out[pos[b]] = j
+            out[pos[b]] = (e << shift) | (v & mask)
             pos[b] += 1
     return out
 
 
 @njit(parallel=True, cache=True)
-def _bucket_degrees(source, target, ends, starts, shift, n):
-    """Degrees, and each node's first two edges in edge order (-1: none),
-    one node range per thread."""
+def _bucket_degrees(packed, starts, shift, n):
+    """Degrees, and for each degree-2 node the sum of its two edge ids (-1
+    for other nodes), one node range per thread."""
     n_buckets = starts.shape[0] - 1
+    mask = (np.int64(1) << shift) - 1
     degree = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
-    second = np.empty(n, np.int64)
+    pair_sum = np.empty(n, np.int64)
     for b in prange(n_buckets):
         lo = np.int64(b) << shift
         hi = min(n, (np.int64(b) + 1) << shift)
         for v in range(lo, hi):
             degree[v] = 0
-            first[v] = -1
-            second[v] = -1
+            pair_sum[v] = 0
         for q in range(starts[b], starts[b + 1]):
-            j = ends[q]
-            e = j >> 1
-            v = source[e] if (j & 1) == 0 else target[e]
+            x = packed[q]
+            v = lo + (x & mask)
             k = degree[v]
-            if k == 0:
-                first[v] = e
-            elif k == 1:
-                second[v] = e
+            if k < 2:
+                pair_sum[v] += x >> shift
             degree[v] = k + 1
-    return degree, first, second
+        for v in range(lo, hi):
+            if degree[v] != 2:
+                pair_sum[v] = -1
+    return degree, pair_sum
 
 
 def degrees_host(source, target, n):
-    """Degrees and the first two edges of every node, in parallel.
+    """Degrees, and the two edges of every degree-2 node, in parallel.
 
     Parameters
     ----------
@@ -129,39 +133,59 @@ def degrees_host(source, target, n):
     Returns
     -------
     degree : (n,) int64, edges at each node (a self-loop counts twice).
-    first, second : (n,) int64, the node's first and second edge in edge
-        order (-1 where it has fewer); for a degree-2 node, its two edges.
+    pair_sum : (n,) int64, the sum of the two edge ids of a degree-2 node
+        (one of them known, the sum gives the other), -1 for other nodes.
     """
     if n == 0:
-        e = np.zeros(0, np.int64)
-        return e, e.copy(), e.copy()
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     shift = max(0, int(n - 1).bit_length() - (_BUCKETS.bit_length() - 1))
     n_buckets = ((n - 1) >> shift) + 1
     n_chunks = max(1, min(4 * numba.get_num_threads(), (2 * len(source)) // 4096 + 1))
     counts = _bucket_counts(source, target, shift, n_buckets, n_chunks)
     # exclusive scan in range-major order: range b's ends come before range
     # b + 1's, chunk c's before chunk c + 1's within a range
-    flat = counts.T.ravel()
-    before = np.concatenate(([0], np.cumsum(flat)))
+    before = np.concatenate(([0], np.cumsum(counts.T.ravel())))
     offsets = np.ascontiguousarray(before[:-1].reshape(n_buckets, n_chunks).T)
     starts = np.ascontiguousarray(before[::n_chunks])
-    ends = _bucket_scatter(source, target, shift, offsets, n_chunks)
-    return _bucket_degrees(source, target, ends, starts, shift, n)
+    packed = _bucket_scatter(source, target, shift, offsets, n_chunks)
+    return _bucket_degrees(packed, starts, shift, n)
 
 
 # ----------------------------------------------------------------------------
 # host: branches
 
 
+@njit(parallel=True, cache=True)
+def _edge_links(source, target, pair_sum):
+    """For each edge and each of its ends, the next edge of its branch
+    through that end (the end's other edge when its degree is 2), else -1;
+    and how many edges have a degree-2 end.  A walk then reads one row of
+    ``link`` per step."""
+    m = source.shape[0]
+    link = np.empty((m, 2), np.int64)
+    members = 0
+    for i in prange(m):
+        e = np.int64(i)
+        pa = pair_sum[source[e]]
+        pb = pair_sum[target[e]]
+        la = pa - e if pa >= 0 else -1  # (a select, not a branch)
+        lb = pb - e if pb >= 0 else -1
+        link[e, 0] = la
+        link[e, 1] = lb
+        members += (la >= 0) | (lb >= 0)
+    return link, members
+
+
 @njit(cache=True)
-def _next_edge(first, second, v, prev):
-    """The edge of degree-2 node ``v`` other than ``prev``."""
-    f = first[v]
-    return second[v] if f == prev else f
+def _step(link, f, prev):
+    """The edge after ``f`` when ``f`` was entered from ``prev`` (-1: ``f``
+    ends the branch)."""
+    x = link[f, 0]
+    return link[f, 1] if x == prev else x
 
 
 @njit(parallel=True, cache=True)
-def _walk_from_ends(source, target, degree, first, second):
+def _walk_from_ends(link):
     """From every end edge, the end edge at the other end of its branch.
 
     Returns
@@ -170,54 +194,48 @@ def _walk_from_ends(source, target, degree, first, second):
     count : (m,) int64, the branch's edge count (0: not an end edge).
     bad : int, an end edge whose walk did not end (a cycle: not a tree),
         or -1.
-    members : int, edges with a degree-2 end (those that branches must hold).
     """
-    m = source.shape[0]
+    m = link.shape[0]
     partner = np.empty(m, np.int64)
     count = np.zeros(m, np.int64)
     bad = np.full(1, -1, np.int64)
-    members = 0
     for i in prange(m):
         e = np.int64(i)
-        a = source[e]
-        b = target[e]
-        da = degree[a] == 2
-        db = degree[b] == 2
         partner[e] = -1
-        if da or db:
-            members += 1
-        if da == db:  # a middle edge, or in no branch
+        la = link[e, 0]
+        lb = link[e, 1]
+        if (la >= 0) == (lb >= 0):  # a middle edge, or in no branch
             continue
-        v = a if da else b
         prev = e
-        k = 1
+        f = la if la >= 0 else lb
+        k = 2
         while True:
-            f = _next_edge(first, second, v, prev)
-            k += 1
-            w = source[f] + target[f] - v
-            if degree[w] != 2 or k > m:
+            g = _step(link, f, prev)
+            if g < 0 or k > m:
                 break
-            v = w
             prev = f
+            f = g
+            k += 1
         if k > m:
             bad[0] = e
             continue
         partner[e] = f
         count[e] = k
-    return partner, count, bad[0], members
+    return partner, count, bad[0]
 
 
 @njit(parallel=True, cache=True)
-def _block_counts(flags):
-    """Number of set flags in each block of ``_BLOCK`` items, prefixed by 0."""
-    m = flags.shape[0]
+def _block_counts(partner):
+    """Per block of ``_BLOCK`` edges, the number of first edges (end edges
+    with a larger partner), prefixed by 0."""
+    m = partner.shape[0]
     nb = (m + _BLOCK - 1) // _BLOCK
     counts = np.zeros(nb + 1, np.int64)
     for b in prange(nb):
         lo = np.int64(b) * _BLOCK
         c = 0
         for i in range(lo, min(m, lo + _BLOCK)):
-            if flags[i]:
+            if partner[i] > i:
                 c += 1
         counts[b + 1] = c
     return counts
@@ -246,8 +264,14 @@ def _number_branches(partner, count, before):
     return first_edge, sizes
 
 
+@njit(cache=True)
+def _outer_node(source, target, link, e):
+    """The end of end edge ``e`` that leaves the branch (degree != 2)."""
+    return source[e] if link[e, 0] < 0 else target[e]
+
+
 @njit(parallel=True, cache=True)
-def _walk_branches(source, target, weight, degree, first, second, first_edge, offsets,
+def _walk_branches(source, target, weight, link, first_edge, partner, offsets,
                    points, box, periodic, with_points):
     """From every first edge: the branch's edges in order, its length and
     end nodes, and (given points) its end-to-end distance."""
@@ -259,31 +283,27 @@ def _walk_branches(source, target, weight, degree, first, second, first_edge, of
     d = points.shape[1]
     for k in prange(n_branches):
         e = first_edge[k]
-        a = source[e]
-        b = target[e]
-        v = a if degree[a] == 2 else b  # the degree-2 end, where the walk goes on
-        start = a + b - v
         q = offsets[k]
         edges[q] = e
         total = np.float64(weight[e])
         prev = e
-        while True:
-            f = _next_edge(first, second, v, prev)
+        f = link[e, 0] if link[e, 0] >= 0 else link[e, 1]
+        while f >= 0:
             q += 1
             edges[q] = f
             total += np.float64(weight[f])
-            w = source[f] + target[f] - v
-            if degree[w] != 2:
-                break
-            v = w
+            g = _step(link, f, prev)
             prev = f
+            f = g
         length[k] = total
+        start = _outer_node(source, target, link, e)
+        end = _outer_node(source, target, link, partner[e])
         ends[k, 0] = start
-        ends[k, 1] = w
+        ends[k, 1] = end
         if with_points:
             s2 = 0.0
             for j in range(d):
-                dx = abs(np.float64(points[start, j]) - np.float64(points[w, j]))
+                dx = abs(np.float64(points[start, j]) - np.float64(points[end, j]))
                 if periodic:
                     dx = min(dx, box[j] - dx)
                 s2 += dx * dx
@@ -317,14 +337,16 @@ def branches_host(source, target, weight, n, points=None, box=None):
     InputError
         Edges on a cycle of degree-2 nodes (not a tree).
     """
-    degree, first, second = degrees_host(source, target, n)
-    partner, count, bad, members = _walk_from_ends(source, target, degree, first, second)
+    degree, pair_sum = degrees_host(source, target, n)
+    link, members = _edge_links(source, target, pair_sum)
+    del pair_sum
+    partner, count, bad = _walk_from_ends(link)
     if bad >= 0:
         raise InputError(f"edge {bad} starts a branch that does not end: the edges are not "
                          "a tree (a cycle)")
-    is_first = partner > np.arange(len(partner))
-    before = np.cumsum(_block_counts(is_first))
+    before = np.cumsum(_block_counts(partner))
     first_edge, sizes = _number_branches(partner, count, before)
+    del count
     offsets = np.zeros(len(sizes) + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     if members != offsets[-1]:  # degree-2 edges no end edge leads to: a cycle
@@ -334,8 +356,8 @@ def branches_host(source, target, weight, n, points=None, box=None):
     pts = points if with_points else np.zeros((0, 1), np.float64)
     periodic = box is not None
     bx = np.asarray(box, np.float64) if periodic else np.zeros(max(1, pts.shape[1]), np.float64)
-    edges, length, ends, reach = _walk_branches(source, target, weight, degree, first, second,
-                                                first_edge, offsets, pts, bx, periodic,
+    edges, length, ends, reach = _walk_branches(source, target, weight, link, first_edge,
+                                                partner, offsets, pts, bx, periodic,
                                                 with_points)
     return dict(degree=degree, branch_edges=edges, branch_offsets=offsets,
                 branch_length=length, branch_ends=ends,
