@@ -37,8 +37,9 @@ directions (2m *half-edges*, a half-edge's successor is the next edge of
 the branch entered at its head node, so each branch is two linked lists,
 one per direction); list ranking by pointer jumping (Wyllie) gives every
 half-edge the end edge its direction leads to, the number of steps and the
-sum of lengths on the way; numbering, positions and lengths follow without
-a sort.  O(m log L) work for branches of at most L edges.
+sum of lengths on the way (each round on the half-edges not yet done);
+numbering, positions and lengths follow without a sort.  O(m + sum of
+log2 of the branch lengths) work.
 """
 from __future__ import annotations
 
@@ -423,17 +424,22 @@ def branches_xp(xp, source, target, weight, n, points=None, box=None):
     steps = goes_on.astype(xp.int64)
     w64 = weight.astype(xp.float64)
     ahead = xp.where(goes_on, w64[other], 0.0)  # lengths beyond the half-edge's own edge
+    # pointer jumping (Wyllie) on the half-edges whose successor is not yet
+    # an end (ends point at themselves and add 0): after round k, those
+    # more than 2^k steps from their end; most branches are short, so the
+    # active set shrinks fast
+    active = xp.flatnonzero(nxt[nxt] != nxt)
     rounds = 0
     limit = max(1, 2 * m).bit_length() + 1
-    while True:  # pointer jumping: terminals point at themselves and add 0
-        after = nxt[nxt]
-        if not bool((after != nxt).any()):
-            break
+    while active.shape[0]:
         if rounds == limit:
             raise InputError("edges lie on a cycle of degree-2 nodes: the edges are not a tree")
-        ahead = ahead + ahead[nxt]
-        steps = steps + steps[nxt]
-        nxt = after
+        on = nxt[active]
+        ahead[active] = ahead[active] + ahead[on]  # (right sides read before any write)
+        steps[active] = steps[active] + steps[on]
+        nxt[active] = nxt[on]
+        on = nxt[active]
+        active = active[nxt[on] != on]
         rounds += 1
     last = (nxt >> 1).reshape(m, 2)  # the end edge each direction leads to
     steps = steps.reshape(m, 2)
