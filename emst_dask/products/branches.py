@@ -14,10 +14,11 @@ Host (numba, ``branches_host``), linear time in four parallel passes:
    partition: per-chunk bucket counts, an exclusive scan, a scatter of
    packed (edge, node) entries), then each node range is owned by one
    thread, which counts the degrees and records the sum of each node's
-   first two edge ids (for a degree-2 node, one edge gives the other): no atomics, no sort, and the same
-   result for any thread count; then every edge gets its two *links*, the
-   next edge of its branch through each end (-1 where the end's degree is
-   not 2), so that a walk reads one row per step;
+   first two edge ids (for a degree-2 node, one edge gives the other): no
+   atomics, no sort, and the same result for any thread count; then every
+   edge gets its two *links*, the next edge of its branch through each end
+   (-1 where the end's degree is not 2), so that a walk reads one row per
+   step;
 2. from every end edge, a walk along the links finds the other end edge
    and the edge count;
 3. a branch is numbered by the rank of its first edge (the smaller end
@@ -140,6 +141,8 @@ def degrees_host(source, target, n):
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     shift = max(0, int(n - 1).bit_length() - (_BUCKETS.bit_length() - 1))
+    if max(1, len(source) - 1).bit_length() + shift > 62:  # packed entries fit int64
+        raise InputError(f"{n} points: too many for the host statistics (at most 2^36)")
     n_buckets = ((n - 1) >> shift) + 1
     n_chunks = max(1, min(4 * numba.get_num_threads(), (2 * len(source)) // 4096 + 1))
     counts = _bucket_counts(source, target, shift, n_buckets, n_chunks)

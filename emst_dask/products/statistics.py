@@ -16,6 +16,7 @@ whole-array version (``mst_statistics_xp``) on CuPy edges.
 """
 from __future__ import annotations
 
+import itertools
 import numbers
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -233,7 +234,7 @@ class MSTStatistics:
         B lists of edge ids (Python ints)."""
         edges = _host(self.branch_edges).tolist()
         off = _host(self.branch_offsets).tolist()
-        return [edges[a:b] for a, b in zip(off[:-1], off[1:])]
+        return [edges[a:b] for a, b in itertools.pairwise(off)]
 
     def to_numpy(self) -> "MSTStatistics":
         """These statistics with numpy arrays."""
