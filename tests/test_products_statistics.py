@@ -182,6 +182,24 @@ def test_random_trees_against_mistree(seed, chain):
     assert (got.branch_edge_count >= 2).all()
 
 
+def test_same_result_on_any_thread_count():
+    import numba
+
+    rng = np.random.default_rng(11)
+    s, t, w, n = random_tree(3000, rng, 0.7)
+    points = rng.random((n, 2))
+    many = mst_statistics(s, t, w, n, points)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = mst_statistics(s, t, w, n, points)
+    finally:
+        numba.set_num_threads(before)
+    for name in ("degree", "branch_edges", "branch_offsets", "branch_length", "branch_shape",
+                 "branch_ends"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(many, name), err_msg=name)
+
+
 def test_path_graph():
     rng = np.random.default_rng(1)
     n = 1000

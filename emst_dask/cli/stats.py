@@ -72,7 +72,7 @@ def _stats_output(out, overwrite):
                    "(same n and d; a moved snapshot)")
 def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ignore_input):
     """MiSTree's MST statistics of the tree EDGES (degree, edge length, branch
-    length and shape) on the points SOURCE it was computed from."""
+    length and shape), given the points it was computed from (--points)."""
     from ..io import open_edges, resolve_source
     from ..products.plotting import check_points_of
     from ..products.statistics import check_box_size, mst_statistics
