@@ -118,6 +118,28 @@ class SpanningTree:
         return fof_labels(self.source, self.target, self.weight, self.n_points,
                           linking_length)
 
+    def statistics(self, points=None, box_size=None):
+        """MiSTree's MST statistics of this tree: degree, edge length, branch
+        length, edge count and shape (``emst_dask.products.statistics``).
+
+        Parameters
+        ----------
+        points : (n, d) float array, optional; the points of the tree (the
+            branch shapes need them).
+        box_size : float or (d,) floats, optional; the periodic box of the
+            shapes (default: the tree's own ``box_size``, if any).
+
+        Returns
+        -------
+        emst_dask.products.statistics.MSTStatistics
+        """
+        from .products.statistics import mst_statistics
+
+        if box_size is None:
+            box_size = getattr(self, "box_size", None)
+        return mst_statistics(self.source, self.target, self.weight, self.n_points,
+                              points=points, box_size=box_size)
+
     def __repr__(self) -> str:
         return (f"SpanningTree(n_points={self.n_points}, n_dims={self.n_dims}, "
                 f"min_samples={self.min_samples}, n_edges={self.n_edges}, "

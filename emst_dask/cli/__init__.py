@@ -10,6 +10,7 @@
     emst-dask cut EDGES --linking-length B [-b B ...] --out LABELS
     emst-dask linkage EDGES --out Z.npy
     emst-dask plot-clusters LABELS --points SOURCE --out clusters.png
+    emst-dask stats EDGES --points SOURCE [--box-size L] [--plot stats.png] [--out STATS.npz]
 
 Commands call the API and the service; ``errors`` turns what they raise
 into ``Error:`` lines.
@@ -58,6 +59,7 @@ def main():
 
 from . import products as _products  # noqa: E402,F401
 from . import run as _run  # noqa: E402,F401  (registers the commands)
+from . import stats as _stats  # noqa: E402,F401
 from . import tools as _tools  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover

@@ -238,15 +238,18 @@ def check_in_box(block, box_size, row_offset: int = 0, where: str = "points"):
     xp = np if isinstance(block, np.ndarray) else _array_module(block)
     L = xp.asarray(box_size)
     # compared in float64: a float32 coordinate equal to L after rounding is out
-    bad = ((block < 0) | (block.astype(np.float64, copy=False) >= L)).any(axis=1)
+    out = (block < 0) | (block.astype(np.float64, copy=False) >= L)
+    bad = out.any(axis=1)
     count = int(bad.sum())
     if count:
         first = int(xp.argmax(bad))
+        axis = int(xp.argmax(out[first]))
         row = [float(v) for v in (block[first].get() if xp is not np else block[first])]
         raise InputError(
             f"{where} has {count} row(s) outside the periodic box [0, L) with L = "
             f"{box_size.tolist()}; first bad row is {row_offset + first}: {row} "
-            "(wrap the coordinates into the box first, e.g. np.mod(x, L))")
+            f"(coordinate {axis} is not in [0, {float(box_size[axis])!r})); wrap the "
+            "coordinates into the box first, e.g. np.mod(x, L)")
 
 
 #: the attribute of a snapshot that ``box_size="snapshot"`` reads
