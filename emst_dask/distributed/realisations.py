@@ -166,7 +166,7 @@ def _dispatcher(cl, points, src):
         results = [None] * len(seeds)
         pending = deque(range(len(seeds)))
         running = {}
-        ac = as_completed()
+        ac = as_completed(loop=cl.loop)
         done = 0
         while pending or running:
             if not running:
