@@ -1,0 +1,98 @@
+"""numba kernels of the periodic friends-of-friends catalogue: image shifts.
+
+In a periodic box a group that crosses a face has its members on both
+sides of the box.  To take its centre of mass, every member is moved by a
+whole number of box lengths (its *image shift*) so that the group is one
+connected piece again.  The shifts come from the tree: an edge (u, v) of
+weight w <= b < L/2 joins u to the image of v nearest to u, so walking the
+group's tree edges from one member, and moving each new member to the
+nearest image of the member it hangs from, unwraps the group exactly.
+
+``image_shifts`` does this walk in any edge order with a union-find whose
+nodes carry their shift relative to their parent ("union-find with
+potentials"); roots are the smallest rows, as in ``_uf.union_min_root``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _find(parent, off, x, tot):
+    """Root of ``x``; every node on the path is hung from the root with its
+    shift relative to the root (``tot``: (d,) int64 work space)."""
+    d = off.shape[1]
+    for j in range(d):
+        tot[j] = 0
+    r = x
+    while parent[r] != r:
+        for j in range(d):
+            tot[j] += off[r, j]
+        r = parent[r]
+    y = x
+    while parent[y] != y:
+        nxt = parent[y]
+        for j in range(d):
+            o = off[y, j]
+            off[y, j] = tot[j]
+            tot[j] -= o
+        parent[y] = r
+        y = nxt
+    return r
+
+
+@njit(cache=True)
+def image_shifts(source, target, weight, points, box, b):
+    """Image shifts that unwrap every group of the edges of weight <= b.
+
+    Parameters
+    ----------
+    source, target : (m,) int64, edge endpoints in [0, n) (a spanning
+        tree's edges; any edge list works, edges closing a cycle are
+        skipped).
+    weight : (m,) float32 or float64, minimum-image edge lengths.
+    points : (n, d) float32 or float64, in [0, box) per axis.
+    box : (d,) float64, the box lengths; ``b < box / 2`` on every axis.
+    b : float64, the largest linking length.
+
+    Returns
+    -------
+    (n, d) int64
+        For every point, the number of box lengths to add per axis to put
+        it where it lies relative to the smallest row of its group when the
+        group is unwrapped along its edges: ``points[i] + box * shift[i]``
+        minus the same of another member is that member's displacement
+        along the path of edges between them.  Roots (smallest rows) have
+        shift 0; so do the points of no edge.
+    """
+    n, d = points.shape
+    parent = np.arange(n)
+    off = np.zeros((n, d), np.int64)
+    tot = np.zeros(d, np.int64)
+    t = np.zeros(d, np.int64)
+    for e in range(source.shape[0]):
+        if not np.float64(weight[e]) <= b:
+            continue
+        u = source[e]
+        v = target[e]
+        ru = _find(parent, off, u, tot)
+        rv = _find(parent, off, v, tot)
+        if ru == rv:
+            continue
+        for j in range(d):  # u + box * t is the image of u nearest v
+            delta = (np.float64(points[u, j]) - np.float64(points[v, j])) / box[j]
+            t[j] = -np.int64(math.floor(delta + 0.5))
+        if ru < rv:  # rv's set moves so that u - v is the edge's minimum image
+            parent[rv] = ru
+            for j in range(d):
+                off[rv, j] = off[u, j] - off[v, j] - t[j]
+        else:
+            parent[ru] = rv
+            for j in range(d):
+                off[ru, j] = t[j] + off[v, j] - off[u, j]
+    for i in range(n):
+        _find(parent, off, i, tot)
+    return off
