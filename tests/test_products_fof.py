@@ -228,6 +228,29 @@ def test_lattice_ties_and_duplicates():
     assert set(one.length.tolist()) <= {2, 3}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_points_at_zero_and_just_below_the_box(dtype):
+    """A group of points at 0 and at the largest coordinate below L is one
+    group across the face, centred on it; L itself is outside."""
+    L = dtype(2.0)
+    top = np.nextafter(L, dtype(0))
+    rng = np.random.default_rng(0)
+    y = (0.5 + 0.3 * rng.random((30, 1))).astype(dtype)
+    pts = np.concatenate([np.hstack([np.zeros((10, 1), dtype), y[:10]]),
+                          np.hstack([np.full((10, 1), top, dtype), y[10:20]]),
+                          np.hstack([np.full((10, 1), dtype(1.0)), y[20:]])])
+    box = np.array([2.0, 1.0])
+    cat = emst_dask.fof(pts, 0.2, relative=False, box_size=box, min_members=5,
+                        tree=periodic_tree(pts, box))
+    assert_catalogue(cat, direct_catalogue(pts, 0.2, 5, box), box)
+    assert cat.length.tolist() == [20, 10]
+    assert abs(min_image(cat.position[0, 0], 2.0)) < 1e-6
+    bad = pts.copy()
+    bad[4, 0] = L
+    with pytest.raises(InputError, match="row 4 .* coordinate 0 is 2.0"):
+        emst_dask.fof(bad, 0.2, relative=False, box_size=box, min_members=5)
+
+
 def test_sizes_order_and_min_members():
     rng = np.random.default_rng(5)
     pts = np.concatenate([rng.normal(c, 0.01, (m, 2)) for c, m in

@@ -28,7 +28,9 @@ makes a halo catalogue, on the host (numpy and numba) or on the device
    of the unwrapped members, wrapped back into [0, L)) and the mean
    velocity; sums by ``bincount`` in float64 of the displacements from the
    group's smallest row, so that the centre keeps the precision of the
-   coordinates.
+   coordinates.  (On the device the sums are atomic additions, in no fixed
+   order: the last bits of a centre may differ from run to run; labels and
+   lengths never do.)
 
 The convention is nbodykit's (``nbodykit.algorithms.fof.FOF``): the
 linking length relative to the mean separation (V / n)^(1/d), the centre
@@ -126,18 +128,16 @@ def check_in_box(points, box):
     xp = array_module(points)
     if points.shape[0] == 0:
         return
-    L = xp.asarray(box)
-    outside = (points < 0) | (points >= L.astype(points.dtype))
-    # a float32 coordinate equal to L in float32 but below L in float64 is
-    # out as well: compare in float64 where the types differ
-    if points.dtype != np.float64:
-        outside |= points.astype(xp.float64) >= L
-    rows = outside.any(axis=1)
+    rows = xp.zeros(points.shape[0], bool)
+    for j in range(points.shape[1]):  # one axis at a time: no (n, d) float64 copy
+        col = points[:, j]
+        rows |= (col < 0) | (col.astype(xp.float64) >= float(box[j]))
     if bool(rows.any()):
         i = int(xp.argmax(rows))
-        j = int(xp.argmax(outside[i]))
+        row = np.asarray(_host(points[i]), np.float64)
+        j = int(np.flatnonzero((row < 0) | (row >= box))[0])
         raise InputError(f"row {i} lies outside the periodic box: coordinate {j} is "
-                         f"{float(points[i, j])!r}, the box is [0, {float(box[j])!r}) on that "
+                         f"{float(row[j])!r}, the box is [0, {float(box[j])!r}) on that "
                          f"axis ({int(rows.sum())} row(s) outside); wrap the points into "
                          "the box first (x % L)")
 
