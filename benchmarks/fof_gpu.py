@@ -49,8 +49,9 @@ def machine(backend):
             "cpu_count": os.cpu_count(), "numpy": np.__version__,
             "load_average": list(os.getloadavg())}
     try:
-        info["cpu"] = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                           if line.startswith("model name"))
+        with open("/proc/cpuinfo") as fh:
+            info["cpu"] = next(line.split(":", 1)[1].strip() for line in fh
+                               if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     if backend == "cuda":
@@ -136,7 +137,7 @@ def main():
         res["catalogue_box_proxy_phases"] = {k: float(v) for k, v in pc.timings.items()}
         res["catalogue_box_proxy/tree"] = res["catalogue_box_proxy"] / res["tree"]
     many = [a.b * (0.5 + 0.25 * i) for i in range(8)]
-    res["catalogue_8"], cat8 = timed(lambda: catalogue(many))
+    res["catalogue_8"], _ = timed(lambda: catalogue(many))
     host = cat.to_host()
     summary = host.summary()[0]
     res.update(linking_length_absolute=float(host.linking_length[0]), groups=summary["groups"],

@@ -251,6 +251,17 @@ def test_points_at_zero_and_just_below_the_box(dtype):
         emst_dask.fof(bad, 0.2, relative=False, box_size=box, min_members=5)
 
 
+def test_no_points_and_one_point(tmp_path):
+    empty = emst_dask.fof(np.zeros((0, 3)), [0.1, 0.2], relative=False, min_members=1,
+                          out=str(tmp_path / "e.zarr"))
+    got = empty.load()
+    assert got.labels.shape == (2, 0) and got.n_groups == [0, 0]
+    assert got.position[1].shape == (0, 3)
+    one = emst_dask.fof(np.array([[0.5, 0.5]]), 0.1, relative=False, min_members=1,
+                        box_size=1.0, tree=periodic_tree(np.array([[0.5, 0.5]]), 1.0))
+    assert one.labels.tolist() == [0] and one.position.tolist() == [[0.5, 0.5]]
+
+
 def test_sizes_order_and_min_members():
     rng = np.random.default_rng(5)
     pts = np.concatenate([rng.normal(c, 0.01, (m, 2)) for c, m in

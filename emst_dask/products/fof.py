@@ -157,7 +157,6 @@ def mean_separation(points, box):
     if box is not None:
         volume = float(np.prod(box))
     else:
-        xp = array_module(points)
         lo = np.asarray(_host(points.min(axis=0)), np.float64)
         hi = np.asarray(_host(points.max(axis=0)), np.float64)
         extent = hi - lo
@@ -166,9 +165,8 @@ def mean_separation(points, box):
             j = int(flat[0])
             raise InputError(
                 f"relative=True without a box takes the volume of the points' bounding "
-                f"box, which is 0: every point has coordinate {j} equal to {float(lo[j])!r}; give "
-                "box_size=, or absolute lengths (relative=False)")
-        del xp
+                f"box, which is 0: every point has coordinate {j} equal to "
+                f"{float(lo[j])!r}; give box_size=, or absolute lengths (relative=False)")
         volume = float(np.prod(extent))
     return (volume / n) ** (1.0 / d)
 
@@ -382,7 +380,7 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     velocity : (G, d) float64 or None (arrays of the module of ``points``).
     """
     xp = array_module(points)
-    n, d = points.shape
+    d = points.shape[1]
     labels, kept, length = group_labels(raw, min_members)
     G = int(kept.shape[0])
     position = xp.empty((G, d), xp.float64)
