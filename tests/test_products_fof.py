@@ -21,7 +21,7 @@ import emst_dask
 from emst_dask import InputError, SpanningTree, emst
 from emst_dask.products._images import image_shifts
 from emst_dask.products.catalogue import open_fof
-from emst_dask.products.fof import image_shifts_xp
+from emst_dask.products.fof import image_shifts_any, image_shifts_xp
 
 spatial = pytest.importorskip("scipy.spatial")
 csgraph = pytest.importorskip("scipy.sparse.csgraph")
@@ -363,6 +363,14 @@ def test_device_shifts_equal_host_shifts(seed):
         host = image_shifts(tree.source, tree.target, tree.weight, pts, box, b)
         dev = image_shifts_xp(np, tree.source, tree.target, tree.weight, pts, box, b, raw)
         np.testing.assert_array_equal(host, dev)
+        # only the groups of at least m points: the same shifts there
+        keep = (np.bincount(raw) >= 5)[raw]
+        some = image_shifts_any(tree.source, tree.target, tree.weight, pts, box, b, raw, 5)
+        np.testing.assert_array_equal(some[keep], host[keep])
+        part = image_shifts_xp(np, tree.source, tree.target, tree.weight, pts, box, b, raw,
+                               keep)
+        np.testing.assert_array_equal(part[keep], host[keep])
+        assert not part[~keep].any()
 
 
 # --------------------------------------------------------------------------

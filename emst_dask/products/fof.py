@@ -207,7 +207,7 @@ def check_velocities(velocities, n: int, d: int):
     if v.shape != (n, d):
         raise InputError(f"velocities must have shape (n, d) = ({n}, {d}), one row per "
                          f"point; got {tuple(v.shape)}")
-    if v.size:
+    if v.size and not bool(xp.isfinite(v).all()):  # rows only when something is wrong
         bad = ~xp.isfinite(v).all(axis=1)
         if bool(bad.any()):
             raise InputError(f"velocities row {int(xp.argmax(bad))} is NaN or inf "
@@ -308,7 +308,7 @@ def _hooked_shifts(xp, u, v, t, p):
     return off
 
 
-def image_shifts_xp(xp, source, target, weight, points, box, b, raw):
+def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
     """The device version of ``_images.image_shifts`` (whole-array).
 
     Parameters
@@ -318,23 +318,29 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw):
     points : (n, d) float32/float64 in [0, box).
     box : (d,) float64; b : float, the largest linking length (< box / 2).
     raw : (n,) int64, the raw groups at ``b`` (``fof_labels``).
+    keep : (n,) bool, optional
+        The points to unwrap: whole groups at ``b`` (the others get 0).
 
     Returns
     -------
-    (n, d) int64, equal to ``_images.image_shifts``: each member moved to
-    its image nearest the smallest row of its group, then the groups in
-    which some edge does not join nearest images (wider than half the box)
-    unwrapped along their edges.
+    (n, d) int64, equal to ``_images.image_shifts`` on the kept points:
+    each moved to its image nearest the smallest row of its group, then
+    the groups in which some edge does not join nearest images (wider than
+    half the box) unwrapped along their edges.
     """
     n, d = points.shape
     shift = xp.zeros((n, d), xp.int64)
     if n == 0:
         return shift
-    root = smallest_rows(raw)[raw]
+    rows = xp.arange(n, dtype=xp.int64) if keep is None else xp.flatnonzero(keep)
+    root = smallest_rows(raw)[raw[rows]]
     for j in range(d):
-        delta = (points[:, j].astype(xp.float64) - points[root, j].astype(xp.float64)) / box[j]
-        shift[:, j] = -xp.floor(delta + 0.5).astype(xp.int64)
+        delta = (points[rows, j].astype(xp.float64) - points[root, j].astype(xp.float64)) \
+            / box[j]
+        shift[rows, j] = -xp.floor(delta + 0.5).astype(xp.int64)
     inside = weight.astype(xp.float64) <= b
+    if keep is not None:
+        inside &= keep[source]
     u, v = source[inside], target[inside]
     t = _edge_images(xp, points, u, v, box)
     bad = (shift[u] - shift[v] != t).any(axis=1)
@@ -350,15 +356,25 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw):
     return shift
 
 
-def image_shifts_any(source, target, weight, points, box, b, raw):
-    """``_images.image_shifts`` on the host, ``image_shifts_xp`` on CuPy input."""
+def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1):
+    """Image shifts of the points in groups of at least ``min_members`` at
+    ``b`` (the others get 0; the groups at smaller lengths are parts of
+    these): ``_images.image_shifts`` on the host, ``image_shifts_xp`` on
+    CuPy input."""
     xp = array_module(points)
+    keep = None
+    if min_members > 1:
+        keep = (xp.bincount(raw) >= min_members)[raw]
     if xp is np:
         from ._images import image_shifts
 
+        if keep is not None:  # fewer unions: the edges of the kept groups
+            inside = keep[source]
+            source, target, weight = source[inside], target[inside], weight[inside]
         return image_shifts(source, target, weight, points, np.asarray(box, np.float64),
                             float(b))
-    return image_shifts_xp(xp, source, target, weight, points, xp.asarray(box), float(b), raw)
+    return image_shifts_xp(xp, source, target, weight, points, xp.asarray(box), float(b), raw,
+                           keep)
 
 
 def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=None):
@@ -450,7 +466,7 @@ def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velo
         top = int(np.argmax(lengths))
         shift = image_shifts_any(xp.asarray(tree.source, dtype=xp.int64),
                                  xp.asarray(tree.target, dtype=xp.int64), tree.weight,
-                                 points, box, float(lengths[top]), raw[top])
+                                 points, box, float(lengths[top]), raw[top], min_members)
     _sync(xp)
     timings["unwrap"] = time.perf_counter() - t0
     t0 = time.perf_counter()
