@@ -8,12 +8,14 @@ algorithm.
 from __future__ import annotations
 
 from .engine import spanning_tree
-from .io.checks import as_points, check_backend, check_min_samples
+from .errors import InputError
+from .io.checks import (as_points, check_backend, check_box_size, check_in_box,
+                        check_min_samples)
 from .io.source import is_in_memory
 from .kernels import resolve_backend
 
 
-def emst(points, *, min_samples: int = 1, backend: str = "auto",
+def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
          sort_by_weight: bool = False, progress=None, client=None, out=None,
          columns=None, array=None, partitions=None, **service_options):
     """Exact Euclidean (or mutual-reachability) minimum spanning tree.
@@ -32,6 +34,13 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         and ``hdbscan.HDBSCAN(min_samples=k - 1)`` / fast_hdbscan's
         ``min_samples=k - 1``, which do not count the point.  1 gives the
         plain Euclidean MST.
+    box_size : float, (d,) floats, "snapshot", or None
+        A periodic box (an N-body snapshot's): distances are taken under the
+        minimum image (per axis ``min(|dx|, L - |dx|)``) and every coordinate
+        must lie in [0, L) (a row outside is refused, by number).  One length
+        for a cube, or one per axis.  "snapshot": the ``BoxSize`` attribute
+        of the Zarr group or array read (the service path).  None: open
+        space.
     backend : {"auto", "cpu", "cuda"}
         "auto" takes CUDA for CuPy input or when a GPU is visible.
     sort_by_weight : bool
@@ -80,7 +89,7 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         from .distributed.partitioned import emst as partitioned_emst
 
         return partitioned_emst(points, client=client, out=out, partitions=partitions,
-                                min_samples=min_samples, backend=backend,
+                                min_samples=min_samples, box_size=box_size, backend=backend,
                                 sort_by_weight=sort_by_weight, columns=columns, array=array,
                                 progress=progress, **service_options)
     if (client is not None or out is not None or columns is not None
@@ -88,13 +97,18 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         from .distributed.service import emst as service_emst
 
         return service_emst(points, client=client, out=out, min_samples=min_samples,
-                            backend=backend, sort_by_weight=sort_by_weight,
+                            box_size=box_size, backend=backend, sort_by_weight=sort_by_weight,
                             progress=progress, columns=columns, array=array,
                             **service_options)
     check_backend(backend)
     pts = as_points(points)
     n, d = pts.shape
     k = check_min_samples(min_samples, n)
+    if isinstance(box_size, str):
+        raise InputError(f"box_size={box_size!r} needs a snapshot with attributes; "
+                         "in-memory points take the box's lengths")
+    box = check_box_size(box_size, d)
+    check_in_box(pts, box)
     if progress is True:  # a tqdm bar, as the service shows
         from .progress import ProgressBar
 
@@ -102,12 +116,12 @@ def emst(points, *, min_samples: int = 1, backend: str = "auto",
         bar("start", n=n, d=d, backend=resolve_backend(backend, pts))
         bar("tree")
         try:
-            tree = spanning_tree(pts, k, backend, sort_by_weight=sort_by_weight,
+            tree = spanning_tree(pts, k, backend, box_size=box, sort_by_weight=sort_by_weight,
                                  progress=bar)
             bar("done", seconds=sum(tree.timings.values()), total_weight=tree.total_weight,
                 n_edges=tree.n_edges)
         finally:
             bar.close()
         return tree
-    return spanning_tree(pts, k, backend, sort_by_weight=sort_by_weight,
+    return spanning_tree(pts, k, backend, box_size=box, sort_by_weight=sort_by_weight,
                          progress=progress or None)

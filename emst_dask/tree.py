@@ -32,6 +32,8 @@ class SpanningTree:
     timings : seconds per named phase.
     report : ``emst_dask.partitioned.PartitionReport`` of a partitioned job
         (rounds, bytes moved between workers, seconds per phase), else None.
+    box_size : (d,) float64 or None, the periodic box the weights are
+        minimum-image distances in (None: open space).
     """
 
     source: Any
@@ -46,6 +48,7 @@ class SpanningTree:
     components: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     report: Any = None
+    box_size: Any = None
     _total: float | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -78,7 +81,8 @@ class SpanningTree:
         return SpanningTree(self.source[order], self.target[order], self.weight[order],
                             self.core_distances, self.n_points, self.n_dims,
                             self.min_samples, self.backend, self.iterations,
-                            self.components, self.timings, self.report)
+                            self.components, self.timings, self.report,
+                            box_size=self.box_size)
 
     def linkage(self) -> np.ndarray:
         """The single-linkage hierarchy as a scipy linkage matrix.
@@ -113,6 +117,28 @@ class SpanningTree:
 
         return fof_labels(self.source, self.target, self.weight, self.n_points,
                           linking_length)
+
+    def statistics(self, points=None, box_size=None):
+        """MiSTree's MST statistics of this tree: degree, edge length, branch
+        length, edge count and shape (``emst_dask.products.statistics``).
+
+        Parameters
+        ----------
+        points : (n, d) float array, optional; the points of the tree (the
+            branch shapes need them).
+        box_size : float or (d,) floats, optional; the periodic box of the
+            shapes (default: the tree's own ``box_size``, if any).
+
+        Returns
+        -------
+        emst_dask.products.statistics.MSTStatistics
+        """
+        from .products.statistics import mst_statistics
+
+        if box_size is None:
+            box_size = getattr(self, "box_size", None)
+        return mst_statistics(self.source, self.target, self.weight, self.n_points,
+                              points=points, box_size=box_size)
 
     def __repr__(self) -> str:
         return (f"SpanningTree(n_points={self.n_points}, n_dims={self.n_dims}, "

@@ -41,6 +41,7 @@ static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __constant__
 #define __launch_bounds__(...)
 inline void __threadfence() {}
 template <class T> inline T __ldcg(const T* p) { return *p; }
@@ -106,9 +107,9 @@ class EmuBackend:
         os.makedirs(self.workdir, exist_ok=True)
 
     @functools.cache
-    def functions(self, dtype_str, d, part):
+    def functions(self, dtype_str, d, part, periodic=False):
         exprs = cuda_set.expressions(np.dtype(dtype_str), d, part)
-        src = [SHIM, cuda_set.source(), LAUNCHER]
+        src = [SHIM, cuda_set.source(periodic), LAUNCHER]
         for k, e in enumerate(exprs):
             src.append(f'extern "C" void emu_{k}(long long n, int b, void** a) '
                        f'{{ emu::launch(&{e}, n, b, a); }}')
@@ -131,14 +132,26 @@ class EmuBackend:
             f.argtypes = [ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p]
             f.restype = None
             fns[e] = f
+        if periodic:
+            ctype = ctypes.c_float if np.dtype(dtype_str) == np.float32 else ctypes.c_double
+            name = "emst_period_f" if ctype is ctypes.c_float else "emst_period_d"
+            table = (ctype * 8).in_dll(lib, name)
+
+            def set_period(period):
+                for q, v in enumerate(np.asarray(period, np.dtype(dtype_str))):
+                    table[q] = v.item()
+
+            fns[cuda_set.PERIOD_KEY] = set_period
         return fns
 
-    def launch(self, dtype, d, name, extra, nthreads, args):
+    def launch(self, dtype, d, name, extra, nthreads, args, period=None):
         if nthreads <= 0:
             return
         dt = np.dtype(dtype)
-        fn = self.functions(dt.str, int(d), cuda_set.part_of(name, extra))[
-            cuda_set.expr(name, dt, d, *extra)]
+        fns = self.functions(dt.str, int(d), cuda_set.part_of(name, extra), period is not None)
+        if period is not None:
+            fns[cuda_set.PERIOD_KEY](period)
+        fn = fns[cuda_set.expr(name, dt, d, *extra)]
         keep = []
         for a in args:
             if isinstance(a, np.ndarray):

@@ -49,8 +49,12 @@ from .errors import UserError
 @click.option("--partitions", "-P", default=None, metavar="auto|P",
               help="split the cloud into P spatial boxes over the cluster's workers (same "
                    "exact tree); 'auto': only when it does not fit one worker")
+@click.option("--box-size", default=None, metavar="L|Lx,Ly,Lz|snapshot",
+              help="a periodic box: distances under the minimum image, coordinates in "
+                   "[0, L); 'snapshot': the BoxSize attribute of the Zarr snapshot")
 def run(source, out, scheduler, scheduler_file, min_samples, columns, array, backend, sort,
-        timings, overwrite, progress, in_process, zarr_format, detach, name, partitions):
+        timings, overwrite, progress, in_process, zarr_format, detach, name, partitions,
+        box_size):
     """Compute the minimum spanning tree of the points in SOURCE.
 
     SOURCE is an (n, d) array in a .npy file or a Zarr snapshot (v2 or v3):
@@ -73,6 +77,7 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
                         "(pip install 'emst-dask[cuda]'); use --backend cpu")
     if progress is None:
         progress = sys.stderr.isatty()
+    box_size = parse_box_size(box_size)
     if partitions is not None:
         if partitions != "auto":
             try:
@@ -93,7 +98,7 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
             raise UserError("--detach needs --scheduler or --scheduler-file (a cluster "
                             "that outlives this command) and --out")
         return _detach(source, out, client, name, min_samples, backend, sort, columns, array,
-                       overwrite, int(zarr_format), scheduler, scheduler_file)
+                       overwrite, int(zarr_format), scheduler, scheduler_file, box_size)
     points = source
     if partitions is not None and client is False:
         from ..io import resolve_source
@@ -107,7 +112,7 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
     res = emst(points, client=client, out=out, min_samples=min_samples, backend=backend,
                sort_by_weight=sort, progress=progress or None, columns=columns, array=array,
                partitions=partitions, overwrite=overwrite, zarr_format=int(zarr_format),
-               name=name)
+               name=name, box_size=box_size)
     _report(res, time.perf_counter() - t0, timings)
     rep = getattr(res, "report", None)
     if rep is None and hasattr(res, "attrs"):
@@ -119,6 +124,16 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
                    f"bytes_moved={rep['total_bytes_moved']} {rep['bytes_moved']}")
     if out is not None:
         click.echo(f"wrote {os.fspath(res)}")
+
+
+def parse_box_size(text):
+    """``--box-size``: None, "snapshot", or a list of floats ("L" or "Lx,Ly,Lz")."""
+    if text is None or text == "snapshot":
+        return text
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise UserError(f"--box-size must be L, Lx,Ly,Lz or 'snapshot'; got {text!r}") from None
 
 
 def _env_scheduler_file(scheduler, scheduler_file):
@@ -135,12 +150,12 @@ def _scheduler_args(scheduler, scheduler_file):
 
 
 def _detach(source, out, client, name, min_samples, backend, sort, columns, array, overwrite,
-            zarr_format, scheduler, scheduler_file):
+            zarr_format, scheduler, scheduler_file, box_size=None):
     from ..distributed.service import submit
 
     job = submit(source, out=out, client=client, name=name, min_samples=min_samples,
                  backend=backend, sort_by_weight=sort, columns=columns, array=array,
-                 overwrite=overwrite, zarr_format=zarr_format)
+                 overwrite=overwrite, zarr_format=zarr_format, box_size=box_size)
     click.echo(f"submitted job {job.name}: {source} -> {job.info['out']}")
     click.echo(f"follow it: emst-dask job {job.name} {_scheduler_args(scheduler, scheduler_file)}"
                " --wait")

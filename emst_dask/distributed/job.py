@@ -28,7 +28,7 @@ import numpy as np
 
 from ..engine import spanning_tree
 from ..io import Output, PointSource, resolve_source, stage, write_edges
-from ..io.checks import check_min_samples
+from ..io.checks import check_in_box, check_min_samples, source_box_size
 from ..io.edge_store import host_tree
 from ..tree import SpanningTree
 from .faults import Refused, refusing
@@ -88,6 +88,9 @@ class JobSpec:
         job also clusters the tree, on the same worker.
     clusters_output : Output or None
         Where the worker writes the clusters (a cluster store).
+    box_size : (d,) float64, "snapshot" or None
+        A periodic box (checked on the client where it could be; "snapshot"
+        is read from the source on the worker).
     """
 
     name: str
@@ -104,6 +107,7 @@ class JobSpec:
     attempt: int = 0
     clusters: dict | None = None
     clusters_output: Output | None = None
+    box_size: Any = None
 
     @property
     def topic(self) -> str:
@@ -186,7 +190,7 @@ def _source(spec: JobSpec, blocks) -> PointSource:
 
 def read(spec: JobSpec, blocks, report):
     """Check what only the worker can see, then stage the points:
-    (array, seconds)."""
+    (array, seconds, periodic box (d,) float64 or None)."""
     from ..kernels import resolve_backend
 
     t0 = time.perf_counter()
@@ -197,15 +201,17 @@ def read(spec: JobSpec, blocks, report):
     backend = resolve_backend(spec.backend)
     report("start", n=src.n, d=src.d, backend=backend, worker=report.address or "",
            input=spec.input)
+    box = source_box_size(spec.box_size, src)
     staged = stage(src, backend, threads=spec.threads, report=report)
-    return staged, time.perf_counter() - t0
+    check_in_box(staged, box, where=src.where)
+    return staged, time.perf_counter() - t0, box
 
 
-def tree(spec: JobSpec, staged, read_seconds, report) -> SpanningTree:
+def tree(spec: JobSpec, staged, read_seconds, report, box=None) -> SpanningTree:
     """The spanning tree of the staged points (the in-memory core)."""
     report("tree")
     t0 = time.perf_counter()
-    t = spanning_tree(staged, spec.min_samples, spec.backend,
+    t = spanning_tree(staged, spec.min_samples, spec.backend, box_size=box,
                       sort_by_weight=spec.sort_by_weight, progress=report)
     t.timings = dict(t.timings or {})
     t.timings["read"] = float(read_seconds)
@@ -316,8 +322,8 @@ def tree_task(spec: JobSpec, staged):
     report = Reporter(spec)
 
     def run():
-        points, seconds = staged
-        t = tree(spec, points, seconds, report)
+        points, seconds, box = staged
+        t = tree(spec, points, seconds, report, box)
         if spec.output is None and spec.clusters is None:
             t = host_tree(t)
             done(spec, report, t)
@@ -362,8 +368,8 @@ def run_inline(spec: JobSpec, blocks=(), progress=None):
     report = Reporter(spec, callback=progress, on_worker=False)
 
     def run():
-        staged, seconds = read(spec, blocks, report)
-        t = tree(spec, staged, seconds, report)
+        staged, seconds, box = read(spec, blocks, report)
+        t = tree(spec, staged, seconds, report, box)
         store = None if spec.output is None else write(spec, t, report)
         if spec.clusters is not None:
             res = cluster(spec, t, report)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import resolve_output, resolve_source
-from ..io.checks import check_backend, check_min_samples
+from ..io.checks import check_backend, check_min_samples, source_box_size
 from ..io.source import ArrayPoints, DaskPoints, merge_chunks
 from ..partitioned import steps
 from ..partitioned.algorithm import Partitioned, compute
@@ -184,7 +184,8 @@ def choose_partitions(partitions, n: int, d: int, dtype, client, backend) -> int
 # the driver
 # --------------------------------------------------------------------------
 def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto",
-                     sort_by_weight=False, output=None, max_rounds=8, seed=0):
+                     sort_by_weight=False, output=None, max_rounds=8, seed=0,
+                     box_size=None):
     """Exact EMST of a resolved ``source`` split into P boxes over the
     workers of ``client``.
 
@@ -199,6 +200,8 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
     output : Output, optional
         Checked; the workers write the edge store there.
     max_rounds, seed : int
+    box_size : (d,) float64 or None
+        A periodic box, checked (``check_box_size``).
 
     Returns
     -------
@@ -216,7 +219,7 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
             try:
                 with client.as_current():
                     return _run(source, client, workers, partitions, min_samples, backend,
-                                sort_by_weight, output, max_rounds, seed)
+                                sort_by_weight, output, max_rounds, seed, box_size)
             except InputError:
                 raise
             except Exception as exc:
@@ -237,7 +240,7 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
 
 
 def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight, output,
-         max_rounds, seed):
+         max_rounds, seed, period=None):
     token = uuid.uuid4().hex[:8]
     n, d, dtype = src.n, src.d, src.compute_dtype
     k = check_min_samples(min_samples, n)
@@ -246,7 +249,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     t0 = time.perf_counter()
     if n < 2:
         tree = assemble_tree([], Edges.empty(dtype), n, d, dtype, k, _backend_name(backend),
-                             [], sort_by_weight, {})
+                             [], sort_by_weight, {}, period)
         tree.report = report
         return tree if output is None else write_output_small(client, output, tree, report,
                                                               src.describe())
@@ -255,7 +258,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     ex.wait(blocks)
     report.seconds["read"] = time.perf_counter() - t0
     res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
-                               max_rounds=max_rounds)
+                               max_rounds=max_rounds, period=period)
     del blocks
     t1 = time.perf_counter()
     try:
@@ -283,7 +286,7 @@ def write_output_small(client, output, tree, report, where):
 def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
          backend="auto", sort_by_weight=False, columns=None, array=None, overwrite=False,
          storage_options=None, out_storage_options=None, zarr_format=3, chunk_rows=None,
-         progress=None, name=None, threads=None, timeout=None):
+         progress=None, name=None, threads=None, timeout=None, box_size=None):
     """``emst_dask.emst`` with ``partitions=``, on a cluster.
 
     ``client=False`` runs the partitioned algorithm in this process (in-memory
@@ -298,9 +301,11 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
     check_backend(backend)
     check_min_samples(min_samples, 0)
     if client is False:
-        return _in_process(source, partitions, min_samples, backend, sort_by_weight, out)
+        return _in_process(source, partitions, min_samples, backend, sort_by_weight, out,
+                           box_size)
     src = resolve_source(source, array=array, columns=columns, storage_options=storage_options)
     check_min_samples(min_samples, src.n)
+    box_size = source_box_size(box_size, src)
     if partitions != "auto":  # the bound by n before any cluster; by workers on it
         bound_partitions(partitions, src.n, None)
     output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
@@ -323,13 +328,14 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
                                 overwrite=overwrite, storage_options=storage_options,
                                 out_storage_options=out_storage_options,
                                 zarr_format=zarr_format, chunk_rows=chunk_rows, name=name,
-                                threads=threads, timeout=timeout)
+                                threads=threads, timeout=timeout, box_size=box_size)
         return emst_partitioned(src, client=cl, partitions=partitions,
                                 min_samples=min_samples, backend=backend,
-                                sort_by_weight=sort_by_weight, output=output)
+                                sort_by_weight=sort_by_weight, output=output,
+                                box_size=box_size)
 
 
-def _in_process(source, partitions, min_samples, backend, sort_by_weight, out):
+def _in_process(source, partitions, min_samples, backend, sort_by_weight, out, box_size=None):
     from ..io.source import is_in_memory
     from ..partitioned import emst_partitioned as local
 
@@ -338,7 +344,11 @@ def _in_process(source, partitions, min_samples, backend, sort_by_weight, out):
     if not is_in_memory(source):
         raise InputError("client=False with partitions= takes in-memory points")
     P = 1 if partitions == "auto" else partitions
-    return local(source, P, min_samples, backend, sort_by_weight=sort_by_weight)
+    if isinstance(box_size, str):
+        raise InputError(f"box_size={box_size!r} needs a snapshot; in-memory points take "
+                         "the box's lengths")
+    return local(source, P, min_samples, backend, sort_by_weight=sort_by_weight,
+                 box_size=box_size)
 
 
 __all__ = ["DaskExecutor", "emst", "emst_partitioned", "choose_partitions", "unwrap"]

@@ -95,7 +95,8 @@ def write_output(ex, res: Partitioned, output, where: str, t_start: float):
     report.seconds["output"] = time.perf_counter() - t_start
     attrs = dict(n=res.n, d=res.d, n_edges=res.n - 1, min_samples=res.min_samples,
                  backend=res.backend, iterations=0, timings=dict(report.seconds), input=where,
-                 extra={"partitioned": report.as_dict(), "job": output.token})
+                 extra={"partitioned": report.as_dict(), "job": output.token},
+                 box_size=res.period)
     fut = ex.submit(_finish, created, attrs, res.forest, int(offsets[-1]), res.n, dtype.str,
                     list(res.cores or []), *written, box=0, name="finish")
     return ex.gather([fut])[0]
@@ -123,7 +124,7 @@ def gather_output(ex, res: Partitioned, output, where: str, sort_by_weight: bool
         report.seconds["output"] = time.perf_counter() - t_start
         cores = ex.gather(res.cores) if res.cores else []
         tree_args = (ex.gather([res.forest])[0], res.n, res.d, dtype.str, res.min_samples,
-                     res.backend, cores, sort_by_weight, report.seconds)
+                     res.backend, cores, sort_by_weight, report.seconds, res.period)
         fut = ex.submit(_write_gathered, output, tree_args, report, where, *certified, box=0,
                         name="write")
         return ex.gather([fut])[0]
@@ -133,7 +134,7 @@ def gather_output(ex, res: Partitioned, output, where: str, sort_by_weight: bool
     report.bytes_moved["output"] = int(sum(i["certified"] for i in res.infos) * per_edge)
     report.seconds["output"] = time.perf_counter() - t_start
     tree = assemble_tree(parts, forest, res.n, res.d, dtype, res.min_samples, res.backend,
-                         cores, sort_by_weight, report.seconds)
+                         cores, sort_by_weight, report.seconds, res.period)
     tree.timings = dict(report.seconds)
     tree.report = report
     return tree

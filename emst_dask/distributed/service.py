@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import resolve_output, resolve_source
-from ..io.checks import check_backend, check_min_samples
+from ..io.checks import check_backend, check_box_size, check_min_samples, source_box_size
 from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
@@ -60,7 +60,7 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
             sort_by_weight=False, columns=None, array=None, overwrite=False,
             storage_options=None, out_storage_options=None, zarr_format=3,
             chunk_rows=None, threads=None, remote_ok=False, clusters=None,
-            clusters_out=None) -> Prepared:
+            clusters_out=None, box_size=None) -> Prepared:
     """Check a job on the client and describe it; nothing is read.
 
     ``remote_ok``: a local path the client cannot see is left to the worker
@@ -71,6 +71,8 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     """
     check_backend(backend)
     check_min_samples(min_samples, 0)
+    if box_size is not None and not isinstance(box_size, str):
+        check_box_size(box_size, np.size(box_size))  # the form; the count once d is known
     token = new_token()
     columns = parse_columns(columns)
     data, from_blocks = None, False
@@ -82,6 +84,7 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
         src = resolve_source(source, array=array, columns=columns,
                              storage_options=storage_options)
         check_min_samples(min_samples, src.n)
+        box_size = source_box_size(box_size, src)
         where, location = src.describe(), src.location
         if is_in_memory(source) or isinstance(src, DaskPoints):
             data, from_blocks = src, True
@@ -117,7 +120,8 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     spec = JobSpec(name=str(name), token=token, source=job_source, input=where, output=output,
                    min_samples=int(min_samples), backend=backend,
                    sort_by_weight=bool(sort_by_weight), threads=threads,
-                   from_blocks=from_blocks, clusters=clusters, clusters_output=clusters_output)
+                   from_blocks=from_blocks, clusters=clusters, clusters_output=clusters_output,
+                   box_size=box_size)
     return Prepared(spec, data)
 
 
@@ -205,7 +209,7 @@ def progress_callback(progress, label):
     raise InputError(f"progress must be True, False, None or a callable, got {progress!r}")
 
 
-def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
+def emst(source, *, client=None, out=None, min_samples=1, box_size=None, backend="auto",
          sort_by_weight=False, progress=None, columns=None, array=None,
          overwrite=False, name=None, storage_options=None, out_storage_options=None,
          zarr_format=3, chunk_rows=None, threads=None, timeout=None, clusters=None,
@@ -231,7 +235,7 @@ def emst(source, *, client=None, out=None, min_samples=1, backend="auto",
                    overwrite=overwrite, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
                    chunk_rows=chunk_rows, threads=threads, clusters=clusters,
-                   clusters_out=clusters_out)
+                   clusters_out=clusters_out, box_size=box_size)
     if client is None:  # check before an embedded cluster is started for nothing
         prepare(source, **options)
     with client_for(client, inline_ok=True, backend=backend) as cl:
@@ -343,8 +347,8 @@ class Job:
         return f"Job({self.name!r}, status={self.status()!r}, out={self.info.get('out')!r})"
 
 
-def submit(source, *, out=None, client=None, name=None, min_samples=1, backend="auto",
-           sort_by_weight=False, columns=None, array=None, overwrite=False,
+def submit(source, *, out=None, client=None, name=None, min_samples=1, box_size=None,
+           backend="auto", sort_by_weight=False, columns=None, array=None, overwrite=False,
            storage_options=None, out_storage_options=None, zarr_format=3, chunk_rows=None,
            threads=None, progress=None) -> Job:
     """Start a detached job and return its ``Job`` at once.
@@ -370,7 +374,7 @@ def submit(source, *, out=None, client=None, name=None, min_samples=1, backend="
                    sort_by_weight=sort_by_weight, columns=columns, array=array,
                    overwrite=overwrite, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
-                   chunk_rows=chunk_rows, threads=threads,
+                   chunk_rows=chunk_rows, threads=threads, box_size=box_size,
                    remote_ok=workers_may_see_other_files(cl))
     spec = prep.spec
     info = {"topic": spec.topic, "out": None if spec.output is None else str(spec.output),

@@ -90,7 +90,7 @@ class BoruvkaResult:
     timings: dict
 
 
-def construct_bvh(K, points, timers: Timers, box=None):
+def construct_bvh(K, points, timers: Timers, box=None, period=None):
     """Morton codes, stable sort and the radix tree with its boxes.
 
     Parameters
@@ -99,6 +99,7 @@ def construct_bvh(K, points, timers: Timers, box=None):
     points : (n, d) float array of ``K.xp``
     timers : Timers
     box : (lo, hi) float64 (d,) of the points, when already known
+    period : (d,) float64 box lengths of a periodic box, or None
 
     Returns
     -------
@@ -116,14 +117,14 @@ def construct_bvh(K, points, timers: Timers, box=None):
     perm = K.sort_by_code(codes)
     codes = codes[perm]
     timers.stop("sort")
-    bvh = K.build_bvh(points, codes, perm)
+    bvh = K.build_bvh(points, codes, perm, period)
     timers.stop("build_hierarchy")
     del codes
     return bvh
 
 
-def boruvka(K, points, min_samples: int = 1, *, core_distances2=None, progress=None,
-            timers: Timers | None = None) -> BoruvkaResult:
+def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=None,
+            progress=None, timers: Timers | None = None) -> BoruvkaResult:
     """Exact (mutual-reachability) MST of ``points`` with kernel set ``K``.
 
     Parameters
@@ -132,6 +133,9 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None, progress=N
     points : (n, d) float32/float64 array of ``K.xp``, validated, finite
     min_samples : int
         k_pts of HDBSCAN*, counting the point itself (1: Euclidean).
+    box_size : (d,) float64, optional
+        A periodic box: every coordinate in [0, L) (validated by the caller),
+        distances under the minimum image.
     core_distances2 : (n,) float, optional
         Squared core distances known from elsewhere (a partition's points
         need neighbours across its faces), input units and order; replace
@@ -152,9 +156,9 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None, progress=N
         core2 = xp.zeros(n, dtype) if min_samples > 1 else None
         return BoruvkaResult(e, e.copy(), xp.zeros(0, dtype), core2, 0, 0, [n], {})
 
-    points, exponent, box = scale_exactly(K, points)
+    points, exponent, box, period = scale_exactly(K, points, box_size)
     dtype = points.dtype  # float64 for a float32 cloud float32 cannot square
-    bvh = construct_bvh(K, points, timers, box)
+    bvh = construct_bvh(K, points, timers, box, period)
     mrd = min_samples > 1 or core_distances2 is not None
     if core_distances2 is not None:
         core2 = ldexp(K, core_distances2, 2 * exponent, dtype)[bvh.orig]
@@ -205,7 +209,7 @@ def boruvka(K, points, min_samples: int = 1, *, core_distances2=None, progress=N
                          dict(timers.seconds))
 
 
-def core_distances2(K, points, min_samples: int):
+def core_distances2(K, points, min_samples: int, box_size=None):
     """Squared core distances of ``points``, without a tree of edges.
 
     Parameters
@@ -213,6 +217,8 @@ def core_distances2(K, points, min_samples: int):
     K : kernel set
     points : (n, d) float array of ``K.xp``
     min_samples : int
+    box_size : (d,) float64, optional
+        A periodic box (see ``boruvka``).
 
     Returns
     -------
@@ -222,8 +228,8 @@ def core_distances2(K, points, min_samples: int):
     dtype = points.dtype
     if min_samples <= 1 or n <= 1:
         return K.xp.zeros(n, dtype)
-    points, exponent, box = scale_exactly(K, points)
-    bvh = construct_bvh(K, points, Timers(enabled=False), box)
+    points, exponent, box, period = scale_exactly(K, points, box_size)
+    bvh = construct_bvh(K, points, Timers(enabled=False), box, period)
     core2 = K.compute_core_distances(bvh, min_samples)
     out = K.xp.empty_like(core2)
     out[bvh.orig] = core2

@@ -15,7 +15,8 @@ from .scaling import unscale_weights
 
 
 def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
-                  sort_by_weight: bool = False, progress=None) -> SpanningTree:
+                  box_size=None, sort_by_weight: bool = False,
+                  progress=None) -> SpanningTree:
     """The exact (mutual-reachability) MST of in-memory points.
 
     Parameters
@@ -26,6 +27,9 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
     min_samples : int
         k_pts, counting the point itself; checked by the caller.
     backend : {"auto", "cpu", "cuda"}
+    box_size : (d,) float64, optional
+        A periodic box (``emst_dask.io.checks.check_box_size``), every
+        coordinate in [0, L) (``check_in_box``): the minimum-image tree.
     sort_by_weight : bool
         Order the edges by (weight, source, target).
     progress : callable(phase, **info), optional
@@ -42,11 +46,11 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
         points = K.to_device(points)
     elif name == "cpu" and not isinstance(points, np.ndarray):
         points = points.get()
-    res = boruvka(K, points, min_samples, progress=progress)
+    res = boruvka(K, points, min_samples, box_size=box_size, progress=progress)
     weight = unscale_weights(K, res.weight2, res.exponent, points.dtype)
     core = None
     if res.core2 is not None:
         core = unscale_weights(K, res.core2, res.exponent, points.dtype)
     tree = SpanningTree(res.source, res.target, weight, core, n, d, min_samples, name,
-                        res.iterations, res.components, res.timings)
+                        res.iterations, res.components, res.timings, box_size=box_size)
     return tree.sorted_by_weight() if sort_by_weight else tree

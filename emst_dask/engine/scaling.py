@@ -106,22 +106,48 @@ def exact_frame(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype):
     return np.dtype(np.float64), exact_scale(lo, hi, smallest, np.float64)
 
 
-def scale_exactly(K, points):
+def periodic_frame(lo, hi, smallest, dtype, period):
+    """``exact_frame`` for a periodic box of lengths ``period`` (d,) float64.
+
+    The minimum image adds the way round, ``(L - a) + b`` for coordinates
+    a >= b, to the differences: it lies below L, which joins the magnitudes
+    to keep finite, and where it is shorter than ``a - b`` (a >= L/2, so
+    ``L - a`` is exact) it is at least half the spacing at the smallest
+    magnitude, which the underflow bound takes in.  A float32
+    cloud whose box length float32 cannot hold exactly is computed in
+    float64.
+    """
+    dtype = np.dtype(dtype)
+    top = np.maximum(hi, period)
+    half = smallest / 2 if math.isfinite(smallest) else smallest
+    if dtype == np.float32 and np.any(period.astype(np.float32).astype(np.float64) != period):
+        dtype = np.dtype(np.float64)
+    return exact_frame(lo, top, half, dtype)
+
+
+def scale_exactly(K, points, period=None):
     """Bounds, ``exact_frame`` and the scaling, once per cloud.
 
     Parameters
     ----------
     K : kernel set
     points : (n, d) float32/float64 array of ``K.xp``
+    period : (d,) float64, optional
+        The box lengths of a periodic box (every coordinate in [0, L)).
 
     Returns
     -------
     (scaled points in the compute dtype, exponent, (lo, hi) of the scaled
-    points as float64 (d,)).  Power-of-two scaling is exact, so the scaled
-    bounds need no second pass.
+    points as float64 (d,), the scaled period (d,) float64 or None).
+    Power-of-two scaling is exact, so the scaled bounds need no second pass.
     """
     lo, hi, smallest = bounds(K, points)
-    dtype, exponent = exact_frame(lo, hi, smallest, points.dtype)
+    if period is None:
+        dtype, exponent = exact_frame(lo, hi, smallest, points.dtype)
+    else:
+        period = np.asarray(period, np.float64)
+        dtype, exponent = periodic_frame(lo, hi, smallest, points.dtype, period)
+        period = np.ldexp(period, exponent)
     # device arithmetic may flush subnormal inputs: with one, convert on the host
     normal = smallest >= float(np.finfo(points.dtype).tiny)
     if dtype != points.dtype:
@@ -131,7 +157,7 @@ def scale_exactly(K, points):
     if exponent:
         points = ldexp(K, points, exponent, points.dtype, on_device=normal)
         lo, hi = np.ldexp(lo, exponent), np.ldexp(hi, exponent)
-    return points, exponent, (lo, hi)
+    return points, exponent, (lo, hi), period
 
 
 def ldexp(K, values, exponent: int, dtype, *, on_device: bool = False):

@@ -186,3 +186,95 @@ def as_points(points):
     if points.size:
         check_finite(points)
     return points
+
+
+def check_box_size(box_size, d: int):
+    """A periodic box's lengths as (d,) float64, or None for open space.
+
+    Parameters
+    ----------
+    box_size : None, a real number (a cube), or d real numbers
+        Each finite and > 0.
+    d : int
+        Dimension of the points.
+
+    Returns
+    -------
+    (d,) float64 numpy array or None
+    """
+    if box_size is None:
+        return None
+    try:
+        a = np.asarray(box_size)
+    except (TypeError, ValueError):
+        a = np.asarray(None)
+    if a.dtype.kind not in "iuf" or a.ndim > 1 or a.size == 0:
+        raise InputError(f"box_size must be a length > 0 or {d} lengths (one per axis); "
+                         f"got {box_size!r}")
+    a = a.astype(np.float64).reshape(-1)
+    if a.size == 1:
+        a = np.repeat(a, d)
+    if a.size != d:
+        raise InputError(f"box_size has {a.size} lengths for points of {d} dimensions: "
+                         "give one length, or one per axis")
+    if not (np.isfinite(a).all() and (a > 0).all()):
+        raise InputError(f"box_size lengths must be finite and > 0; got {a.tolist()}")
+    return a
+
+
+def check_in_box(block, box_size, row_offset: int = 0, where: str = "points"):
+    """Refuse coordinates outside [0, L) of a periodic box, naming the first row.
+
+    Parameters
+    ----------
+    block : (m, d) float numpy or cupy array
+    box_size : (d,) float64 numpy array, or None (nothing to check)
+    row_offset : int
+        The global row of the block's first row.
+    where : str
+    """
+    if box_size is None or block.size == 0:
+        return
+    xp = np if isinstance(block, np.ndarray) else _array_module(block)
+    L = xp.asarray(box_size)
+    # compared in float64: a float32 coordinate equal to L after rounding is out
+    out = (block < 0) | (block.astype(np.float64, copy=False) >= L)
+    bad = out.any(axis=1)
+    count = int(bad.sum())
+    if count:
+        first = int(xp.argmax(bad))
+        axis = int(xp.argmax(out[first]))
+        row = [float(v) for v in (block[first].get() if xp is not np else block[first])]
+        raise InputError(
+            f"{where} has {count} row(s) outside the periodic box [0, L) with L = "
+            f"{box_size.tolist()}; first bad row is {row_offset + first}: {row} "
+            f"(coordinate {axis} is not in [0, {float(box_size[axis])!r})); wrap the "
+            "coordinates into the box first, e.g. np.mod(x, L)")
+
+
+#: the attribute of a snapshot that ``box_size="snapshot"`` reads
+BOX_SIZE_ATTR = "BoxSize"
+
+
+def source_box_size(box_size, source):
+    """``check_box_size`` for a point source; "snapshot" reads the source's
+    ``BoxSize`` attribute (a Zarr snapshot's), an error if it has none.
+
+    Parameters
+    ----------
+    box_size : None, float, (d,) floats or "snapshot"
+    source : PointSource
+
+    Returns
+    -------
+    (d,) float64 numpy array or None
+    """
+    if isinstance(box_size, str):
+        if box_size != "snapshot":
+            raise InputError(f"box_size must be lengths, 'snapshot' or None; got {box_size!r}")
+        value = source.attribute(BOX_SIZE_ATTR)
+        if value is None:
+            raise InputError(f"{source.where}: has no {BOX_SIZE_ATTR} attribute, so "
+                             "box_size='snapshot' has no box to take; give the lengths")
+        return check_box_size(value, source.d)
+    return check_box_size(box_size, source.d)

@@ -59,7 +59,8 @@ def host_tree(tree: SpanningTree) -> SpanningTree:
     return SpanningTree(host(tree.source), host(tree.target), host(tree.weight),
                         host(tree.core_distances), tree.n_points, tree.n_dims,
                         tree.min_samples, tree.backend, tree.iterations,
-                        list(tree.components), dict(tree.timings), tree.report)
+                        list(tree.components), dict(tree.timings), tree.report,
+                        box_size=tree.box_size)
 
 
 def tree_attrs(tree: SpanningTree, input: str = "", extra: dict | None = None) -> dict:
@@ -68,11 +69,12 @@ def tree_attrs(tree: SpanningTree, input: str = "", extra: dict | None = None) -
                       min_samples=tree.min_samples, total_weight=tree.total_weight,
                       dtype=host(tree.weight[:0]).dtype, backend=tree.backend,
                       iterations=tree.iterations, timings=tree.timings, input=input,
-                      extra=extra)
+                      extra=extra, box_size=getattr(tree, "box_size", None))
 
 
 def edge_attrs(*, n, d, n_edges, min_samples, total_weight, dtype, backend, iterations=0,
-               timings=None, input: str = "", extra: dict | None = None) -> dict:
+               timings=None, input: str = "", extra: dict | None = None,
+               box_size=None) -> dict:
     """The attributes of an edge store (``complete`` is added when it is)."""
     attrs = {
         "format": EDGE_FORMAT,
@@ -87,6 +89,8 @@ def edge_attrs(*, n, d, n_edges, min_samples, total_weight, dtype, backend, iter
         "backend": str(backend),
         "iterations": int(iterations),
         "timings": {k: float(v) for k, v in (timings or {}).items()},
+        # the periodic box the weights are minimum-image distances in, or None
+        "box_size": None if box_size is None else [float(v) for v in np.ravel(box_size)],
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     if extra:
@@ -339,7 +343,9 @@ class EdgeStore:
             np.asarray(self.read_array("weight")).astype(dt, copy=False), core,
             int(self.attrs.get("n") or len(src) + 1), int(self.attrs.get("d") or 0),
             int(self.attrs.get("min_samples") or 1), str(self.attrs.get("backend") or "cpu"),
-            int(self.attrs.get("iterations") or 0), [], dict(self.attrs.get("timings") or {}))
+            int(self.attrs.get("iterations") or 0), [], dict(self.attrs.get("timings") or {}),
+            box_size=(None if self.attrs.get("box_size") is None
+                      else np.asarray(self.attrs["box_size"], np.float64)))
 
     def to_numpy(self) -> np.ndarray:
         """(n-1, 3) float64 (source, target, weight)."""

@@ -71,6 +71,11 @@ class PointSource:
         """What an edge store records as its input."""
         return self.where
 
+    def attribute(self, name: str):
+        """A metadata attribute stored with the points (a snapshot's
+        ``BoxSize``), or None: only Zarr sources have them."""
+        return None
+
     # ---- shared
     @property
     def shape(self) -> tuple[int, int]:

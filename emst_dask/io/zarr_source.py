@@ -219,6 +219,15 @@ class ZarrPoints(PointSource):
         """What an edge store records as its input: ``where``."""
         return self.where
 
+    def attribute(self, name: str):
+        """The attribute ``name`` of the coordinate array (the first column),
+        else of the group holding it; None when neither has it."""
+        arrays = self._open()
+        value = arrays[0].attrs.get(name)
+        if value is None and (self.columns is not None or self.array is not None):
+            value = _open_node(self.store, self.shown, self.storage_options).attrs.get(name)
+        return value
+
     def _open(self):
         if self._arrays is not None:
             return self._arrays

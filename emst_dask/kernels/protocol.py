@@ -73,9 +73,12 @@ class KernelSet(Protocol):
         """(n,) integer permutation sorting ``codes`` *stably* (a run of equal
         codes keeps input order: the duplicate pruning relies on it)."""
 
-    def build_bvh(self, points, codes, perm) -> BVH:
+    def build_bvh(self, points, codes, perm, period=None) -> BVH:
         """The radix tree over sorted ``codes`` with its bounding boxes;
-        ``points`` (n, d) in input order, ``perm`` from ``sort_by_code``."""
+        ``points`` (n, d) in input order, ``perm`` from ``sort_by_code``;
+        ``period`` (d,) float64 box lengths of a periodic box (every
+        coordinate in [0, L)), or None: every later search on the tree then
+        measures minimum-image distances."""
 
     # -- compute_core_distances (mutual reachability) ---------------------------
     def compute_core_distances(self, bvh: BVH, min_samples: int):

@@ -82,6 +82,7 @@ class Partitioned:
     infos : per box, ``steps.solve_info``.
     forest : the phase-2 spanning forest (``Edges``) over super-vertices.
     cores : per box, (gids, squared core distances), or None.
+    period : (d,) float64 lengths of the periodic box, or None.
     """
 
     n: int
@@ -94,6 +95,7 @@ class Partitioned:
     forest: Any
     cores: list | None
     report: PartitionReport
+    period: Any = None
 
 
 @contextlib.contextmanager
@@ -108,7 +110,7 @@ def phase(report: PartitionReport, name: str):
 
 def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_samples: int,
             backend: str, report: PartitionReport, *, seed: int = 0, max_rounds: int = 8,
-            certificate: str = "auto") -> Partitioned:
+            certificate: str = "auto", period=None) -> Partitioned:
     """The exact EMST of the cloud in ``blocks``, split into P boxes.
 
     Parameters
@@ -130,10 +132,14 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         Phase-2 rounds before giving up (two are enough in theory).
     certificate : {"auto", "kruskal", "boruvka"}
         Phase 1's certificate (tests pin one).
+    period : (d,) float64, optional
+        A periodic box: the boxes tile [0, period), a face on the global
+        boundary is shared with the box at the other end of its axis, and
+        every distance is minimum-image.
     """
     dtype = np.dtype(dtype)
     with phase(report, "partition"):
-        partitioning = split_into_boxes(ex, blocks, n, P, seed)
+        partitioning = split_into_boxes(ex, blocks, n, P, seed, period)
     with phase(report, "shuffle"):
         boxes = shuffle(ex, blocks, partitioning, report)
     del blocks  # their rows live on in the boxes (a lost box is recomputed)
@@ -147,17 +153,19 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         forest = connect_super_vertices(ex, boxes, solved, infos, partitioning, n, dtype,
                                         min_samples, backend, report, max_rounds)
     return Partitioned(n, d, dtype, min_samples, infos[0]["backend"], solved, infos, forest,
-                       cores, report)
+                       cores, report, period)
 
 
-def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int) -> Partitioning:
+def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
+                     period=None) -> Partitioning:
     """Bounds and a sample of every block, then recursive coordinate bisection."""
-    sums = ex.gather([ex.submit(steps.summarize, b, n, SAMPLE_SIZE, seed, name=f"summary-{i}")
+    sums = ex.gather([ex.submit(steps.summarize, b, n, SAMPLE_SIZE, seed, period,
+                                name=f"summary-{i}")
                       for i, b in enumerate(blocks)])
     glo = np.min([s["lo"] for s in sums if s["m"]], axis=0)
     ghi = np.max([s["hi"] for s in sums if s["m"]], axis=0)
     sample = np.concatenate([s["sample"] for s in sums])
-    return recursive_coordinate_bisection(sample, P, glo, ghi)
+    return recursive_coordinate_bisection(sample, P, glo, ghi, period)
 
 
 def shuffle(ex: Executor, blocks: list, partitioning: Partitioning,

@@ -8,7 +8,8 @@ from .edges import Edges
 
 
 def assemble_tree(certified, forest: Edges, n: int, d: int, dtype, min_samples: int,
-                  backend: str, cores, sort_by_weight: bool, timings: dict) -> SpanningTree:
+                  backend: str, cores, sort_by_weight: bool, timings: dict,
+                  box_size=None) -> SpanningTree:
     """The tree of the boxes' certified edges and the phase-2 forest.
 
     Parameters
@@ -25,6 +26,8 @@ def assemble_tree(certified, forest: Edges, n: int, d: int, dtype, min_samples: 
         Per box (empty without mutual reachability).
     sort_by_weight : bool
     timings : dict
+    box_size : (d,) float64 or None
+        The periodic box the weights are minimum-image distances in.
 
     Returns
     -------
@@ -43,5 +46,6 @@ def assemble_tree(certified, forest: Edges, n: int, d: int, dtype, min_samples: 
         for gids, c in cores:
             core[gids] = np.sqrt(c)
     w = np.sqrt(w2.astype(dtype, copy=False))
-    tree = SpanningTree(u, v, w, core, n, d, min_samples, backend, 0, [], dict(timings))
+    tree = SpanningTree(u, v, w, core, n, d, min_samples, backend, 0, [], dict(timings),
+                        box_size=box_size)
     return tree.sorted_by_weight() if sort_by_weight else tree

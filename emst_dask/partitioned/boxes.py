@@ -5,6 +5,11 @@ P axis-aligned boxes tile the cloud's bounding box.  A point's *face
 distance* is its distance to the nearest face its box shares with another
 box (faces on the global boundary do not count): no point of another box
 is closer to it than that.  Distances are computed in float64.
+
+In a periodic box of lengths L the boxes tile [0, L) and a face on the
+global boundary is shared with the box at the opposite end of its axis
+(unless the box spans the whole axis: then it wraps onto itself, which its
+own minimum-image tree takes care of); distances to boxes are minimum-image.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ class Partitioning:
 
     lo, hi : (P, d) float64 corners.  ``splits`` is the bisection tree as
     rows (axis, value, left, right) with children < 0 meaning box ``~child``.
+    period : (d,) float64 lengths of a periodic box (the boxes tile
+    [0, period)), or None.
     """
 
     lo: np.ndarray
@@ -27,6 +34,7 @@ class Partitioning:
     global_lo: np.ndarray
     global_hi: np.ndarray
     splits: list
+    period: np.ndarray | None = None
 
     @property
     def n_boxes(self) -> int:
@@ -35,13 +43,17 @@ class Partitioning:
 
 
 def recursive_coordinate_bisection(sample: np.ndarray, n_boxes: int,
-                                   global_lo, global_hi) -> Partitioning:
+                                   global_lo, global_hi, period=None) -> Partitioning:
     """Split the bounding box into ``n_boxes`` boxes of about equal counts.
 
     Each split halves the box's longest side at the sample quantile that
     divides the box's share of boxes (so P need not be a power of two).
+    With ``period`` (d,) the boxes tile the periodic box [0, period) instead.
     """
     d = sample.shape[1]
+    if period is not None:
+        period = np.asarray(period, np.float64)
+        global_lo, global_hi = np.zeros(d), period
     glo = np.asarray(global_lo, np.float64)
     ghi = np.asarray(global_hi, np.float64)
     los, his, splits = [], [], []
@@ -72,7 +84,7 @@ def recursive_coordinate_bisection(sample: np.ndarray, n_boxes: int,
 
     split(np.asarray(sample, np.float64), n_boxes, glo.copy(), ghi.copy())
     return Partitioning(np.array(los).reshape(-1, d), np.array(his).reshape(-1, d),
-                        glo, ghi, splits)
+                        glo, ghi, splits, period)
 
 
 def _split_arrays(part: Partitioning):
@@ -215,8 +227,10 @@ def face_distances(part: Partitioning, k: int, points) -> np.ndarray:
     shared with another box (+inf when the box shares none); one parallel
     pass, in float64."""
     lo, hi = part.lo[k], part.hi[k]
-    return _face_distances(np.ascontiguousarray(points), lo, hi,
-                           lo > part.global_lo, hi < part.global_hi)
+    use_lo, use_hi = lo > part.global_lo, hi < part.global_hi
+    if part.period is not None:  # a global face is shared with the opposite end's box
+        use_lo, use_hi = use_lo | use_hi, use_lo | use_hi
+    return _face_distances(np.ascontiguousarray(points), lo, hi, use_lo, use_hi)
 
 
 def certificate_distances(b: np.ndarray, dtype, d: int) -> np.ndarray:
@@ -232,9 +246,15 @@ def certificate_distances(b: np.ndarray, dtype, d: int) -> np.ndarray:
 
 
 def distance_to_box(part: Partitioning, k: int, points) -> np.ndarray:
-    """(n,) float64 Euclidean distance from points to box k (0 inside)."""
+    """(n,) float64 Euclidean distance from points to box k (0 inside);
+    minimum-image in a periodic box."""
     x = np.asarray(points, np.float64)
-    gap = np.maximum(np.maximum(part.lo[k] - x, x - part.hi[k]), 0.0)
+    lo, hi = part.lo[k], part.hi[k]
+    below, above = lo - x, x - hi
+    if part.period is not None:  # or the way round, through the global faces
+        L = part.period
+        below, above = np.minimum(below, x + (L - hi)), np.minimum(above, (L - x) + lo)
+    gap = np.maximum(np.maximum(below, above), 0.0)
     return np.sqrt((gap * gap).sum(axis=1))
 
 

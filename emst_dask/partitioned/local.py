@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ..io.checks import as_points, check_min_samples
+from ..io.checks import as_points, check_box_size, check_in_box, check_min_samples
 from ..kernels import resolve_backend
 from . import steps
 from .algorithm import compute
@@ -57,7 +57,7 @@ class LocalExecutor:
 
 def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend: str = "cpu", *,
                      sort_by_weight: bool = False, max_rounds: int = 8,
-                     certificate: str = "auto", seed: int = 0):
+                     certificate: str = "auto", seed: int = 0, box_size=None):
     """Exact EMST of in-memory ``points`` computed box by box, in this process.
 
     Parameters
@@ -71,6 +71,8 @@ def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend: str = 
     max_rounds : int
     certificate : {"auto", "kruskal", "boruvka"}
     seed : int
+    box_size : float or (d,) floats, optional
+        A periodic box (see ``emst_dask.emst``).
 
     Returns
     -------
@@ -82,6 +84,8 @@ def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend: str = 
         pts = pts.get()
     n, d = pts.shape
     k = check_min_samples(min_samples, n)
+    period = check_box_size(box_size, d)
+    check_in_box(pts, period)
     P = bound_partitions(int(n_boxes), n, 0)
     name = resolve_backend(backend)
     report = PartitionReport(partitions=P, workers=0)
@@ -91,7 +95,7 @@ def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend: str = 
 
         tree = assemble_tree([], Edges.empty(pts.dtype), n, d, pts.dtype, k, name,
                              [(np.arange(n), np.zeros(n, pts.dtype))] if k > 1 else [],
-                             sort_by_weight, {})
+                             sort_by_weight, {}, period)
         tree.report = report
         return tree
     nb = max(1, min(n, BLOCKS_PER_BOX * P))
@@ -99,10 +103,10 @@ def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend: str = 
     blocks = [steps.Block(int(a), pts[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
     ex = LocalExecutor(P)
     res = compute(ex, blocks, n, d, pts.dtype, P, k, name, report, seed=seed,
-                  max_rounds=max_rounds, certificate=certificate)
+                  max_rounds=max_rounds, certificate=certificate, period=period)
     report.seconds["emst"] = time.perf_counter() - t0
     tree = assemble_tree([steps.certified_edges(s) for s in res.solved], res.forest, n, d,
                          pts.dtype, k, res.backend, res.cores or [], sort_by_weight,
-                         report.seconds)
+                         report.seconds, period)
     tree.report = report
     return tree

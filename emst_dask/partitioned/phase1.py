@@ -51,13 +51,15 @@ class BoxResult:
 
 
 def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
-              certificate="auto") -> BoxResult:
+              certificate="auto", period=None) -> BoxResult:
     """Phase 1 on one box: certified edges, the rest of its MST, super-vertices.
 
     points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending
     (so the engine's tie order on local indices is the global one).
     face : (m,) float64 face distances (``face_distances``).
     core : (m,) squared core distances (mutual reachability) or None.
+    period : (d,) float64 lengths of a periodic box (minimum-image
+    distances; a face on the global boundary counts in ``face``), or None.
 
     The box's MST comes from the single-device engine on any backend; the
     certificate runs where the edges are, in the engine's scaled units (so
@@ -77,8 +79,8 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     K = get_kernels(backend)
     xp, to = K.xp, K.to_host
     pts = K.to_device(points)
-    res = boruvka(K, pts, min_samples,
-                         core_distances2=None if core is None else xp.asarray(core))
+    res = boruvka(K, pts, min_samples, box_size=period,
+                  core_distances2=None if core is None else xp.asarray(core))
     s, t, w2s = res.source, res.target, res.weight2
     del pts  # the certificate's arrays take its place
     K.synchronize()
@@ -154,7 +156,7 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     return out
 
 
-def run_engine(points, backend, min_samples, core=None):
+def run_engine(points, backend, min_samples, core=None, period=None):
     """The single-device engine on one point set.
 
     Parameters
@@ -163,6 +165,7 @@ def run_engine(points, backend, min_samples, core=None):
     backend : {"cpu", "cuda"}
     min_samples : int
     core : (m,) squared core distances, optional
+    period : (d,) float64 lengths of a periodic box, optional
 
     Returns
     -------
@@ -171,7 +174,7 @@ def run_engine(points, backend, min_samples, core=None):
     """
     K = get_kernels(backend)
     pts = K.to_device(points)
-    res = boruvka(K, pts, min_samples,
+    res = boruvka(K, pts, min_samples, box_size=period,
                   core_distances2=None if core is None else K.to_device(core))
     to = K.to_host
     w2 = to(res.weight2)

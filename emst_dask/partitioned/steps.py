@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..engine import core_distances2
-from ..io.checks import check_exact_integers, check_finite
+from ..io.checks import check_exact_integers, check_finite, check_in_box
 from ..io.staging import default_threads
 from ..kernels import get_kernels, resolve_backend
 from .boxes import (Partitioning, assign_boxes, concat_rows, distance_to_box, face_distances,
@@ -40,7 +40,8 @@ class Box:
     """The points of one box, global ids ascending.
 
     points : (m, d) float; gids : (m,) int64; face : (m,) float64 face
-    distances; core : (m,) squared core distances (mutual reachability).
+    distances; core : (m,) squared core distances (mutual reachability);
+    period : (d,) float64 lengths of the periodic box, or None.
     """
 
     k: int
@@ -48,6 +49,7 @@ class Box:
     gids: np.ndarray
     face: np.ndarray
     core: np.ndarray | None = None
+    period: np.ndarray | None = None
 
 
 @dataclass
@@ -103,10 +105,13 @@ def array_block(data, start: int, where: str, dtype) -> Block:
     return Block(start, pts)
 
 
-def summarize(block: Block, n_total: int, sample_size: int, seed: int) -> dict:
-    """Rows, per-axis bounds and a random sample of a block (for the split)."""
+def summarize(block: Block, n_total: int, sample_size: int, seed: int,
+              period=None) -> dict:
+    """Rows, per-axis bounds and a random sample of a block (for the split);
+    with a periodic box, rows outside [0, period) are refused first."""
     from ..kernels.cpu.bvh import axis_bounds
 
+    check_in_box(block.points, period, row_offset=block.start)
     x = block.points
     m = x.shape[0]
     rng = np.random.default_rng([seed, block.start])
@@ -139,7 +144,8 @@ def assemble_box(k: int, partitioning: Partitioning, *pieces) -> Box:
         gids = concat_rows([p.gids for p in pieces])
     else:
         points, gids = np.zeros((0, d), dtype), np.zeros(0, np.int64)
-    return Box(k, points, gids, face_distances(partitioning, k, points))
+    return Box(k, points, gids, face_distances(partitioning, k, points),
+               period=partitioning.period)
 
 
 def piece_sizes(pieces: dict) -> dict:
@@ -155,9 +161,10 @@ def box_info(box: Box) -> dict:
 # --------------------------------------------------------------------------
 # core distances (mutual reachability)
 # --------------------------------------------------------------------------
-def _core2(points, min_samples, backend):
+def _core2(points, min_samples, backend, period=None):
     K = get_kernels(resolve_backend(backend))
-    return np.asarray(K.to_host(core_distances2(K, K.to_device(points), min_samples)))
+    return np.asarray(K.to_host(core_distances2(K, K.to_device(points), min_samples,
+                                                box_size=period)))
 
 
 def local_core(box: Box, min_samples: int, backend: str):
@@ -166,12 +173,12 @@ def local_core(box: Box, min_samples: int, backend: str):
     neighbours in other boxes within ``radius``."""
     m = box.points.shape[0]
     if m >= min_samples:
-        core = _core2(box.points, min_samples, backend)
+        core = _core2(box.points, min_samples, backend, box.period)
     else:
         core = np.full(m, np.inf, box.points.dtype)
     unsure = box.face.astype(np.float64) ** 2 < core
     r = float(np.sqrt(core[unsure].max())) * (1 + 1e-6) if unsure.any() else 0.0
-    return Box(box.k, box.points, box.gids, box.face, core), r
+    return replace(box, core=core), r
 
 
 def core_ghosts(box: Box, partitioning: Partitioning, radii: dict) -> dict:
@@ -191,9 +198,9 @@ def fix_core(box: Box, min_samples: int, backend: str, *ghosts) -> Box:
     unsure = box.face.astype(np.float64) ** 2 < core
     if unsure.any() and ghosts:
         pts = np.concatenate([box.points] + [g.points for g in ghosts])
-        c = _core2(pts, min_samples, backend)
+        c = _core2(pts, min_samples, backend, box.period)
         core[unsure] = c[:box.points.shape[0]][unsure]
-    return Box(box.k, box.points, box.gids, box.face, core)
+    return replace(box, core=core)
 
 
 def core_of(box: Box):
@@ -208,7 +215,8 @@ def solve(box: Box, min_samples: int, backend: str, certificate: str = "auto"):
     """Phase 1 on a box: (BoxResult, seconds, backend name)."""
     t0 = time.perf_counter()
     name = resolve_backend(backend)
-    res = solve_box(box.points, box.gids, box.face, name, min_samples, box.core, certificate)
+    res = solve_box(box.points, box.gids, box.face, name, min_samples, box.core, certificate,
+                    period=box.period)
     return res, time.perf_counter() - t0, name
 
 
@@ -253,11 +261,11 @@ def connect(box: Box, solved, min_samples: int, backend: str, *pieces) -> Edges:
     order = np.argsort(gids, kind="stable")
     return connect_box(np.ascontiguousarray(pts[order]), gids[order], labels[order],
                        res.uncertified, resolve_backend(backend), min_samples,
-                       None if core is None else core[order])
+                       None if core is None else core[order], period=box.period)
 
 
 def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
-                min_samples=1, core=None) -> Edges:
+                min_samples=1, core=None, period=None) -> Edges:
     """MST(shell + ghosts) candidates with ``uncertified``, reduced to an MSF.
 
     ``points``/``gids``/``super_labels``/``core`` hold the box's shell and its
@@ -274,6 +282,7 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     backend : {"cpu", "cuda"}
     min_samples : int
     core : (m,) squared core distances, or None
+    period : (d,) float64 lengths of a periodic box, or None
 
     Returns
     -------
@@ -283,7 +292,7 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     dt = uncertified.w2.dtype
     cands = [uncertified]
     if points.shape[0] > 1:
-        s, t, w2 = run_engine(points, backend, min_samples, core=core)
+        s, t, w2 = run_engine(points, backend, min_samples, core=core, period=period)
         keep = super_labels[s] != super_labels[t]
         s, t = s[keep], t[keep]
         cands.append(Edges(gids[s], gids[t], w2[keep].astype(dt, copy=False),

@@ -58,6 +58,8 @@ class CpuBVH:
     2) int32/int64 leaf range (compact copy of ``nodes[:, 2:4]``).  dims :
     a tuple of d zeros (the kernels are compiled per d).  knn_d2, knn_j :
     (n, k) neighbour lists (squared distance, tree position), once computed.
+    period : (d,) box lengths of a periodic box in the points' dtype (scaled
+    with them; the searches measure minimum-image distances), or (0,).
     """
 
     points: np.ndarray
@@ -71,6 +73,7 @@ class CpuBVH:
     dims: tuple
     knn_d2: np.ndarray | None = None
     knn_j: np.ndarray | None = None
+    period: np.ndarray | None = None
 
 
 @dataclass(eq=False)
@@ -229,7 +232,7 @@ class CpuKernels:
         return cpu_bvh.radix_argsort(codes, 64)
 
     @staticmethod
-    def build_bvh(points, codes, perm):
+    def build_bvh(points, codes, perm, period=None):
         """The LBVH: the radix tree top-down (Karras 2012), then the boxes bottom-up.
 
         The points are gathered into tree order, the hierarchy built with every
@@ -243,6 +246,10 @@ class CpuKernels:
             The Morton codes sorted ascending (``codes[perm]``).
         perm : (n,) int64 numpy array
             From ``sort_by_code``.
+        period : (d,) float64 numpy array, optional
+            Box lengths of a periodic box (every coordinate in [0, L)): the
+            searches then measure minimum-image distances.  Exactly
+            representable in the points' dtype.
 
         Returns
         -------
@@ -263,8 +270,10 @@ class CpuKernels:
         cpu_bvh.compute_bounding_boxes(pts, orig, nodes, box, min_orig, dims)
         # each node's leaf range, compact: label reduction reads it every iteration
         span = nodes[:, 2:4].astype(_index_type(n))
-        return CpuBVH(points=pts, orig=orig, nodes=nodes, box=box,
-                               min_orig=min_orig, span=span, n=n, d=d, dims=dims)
+        period = (np.zeros(0, pts.dtype) if period is None
+                  else np.asarray(period, np.float64).astype(pts.dtype))
+        return CpuBVH(points=pts, orig=orig, nodes=nodes, box=box, min_orig=min_orig,
+                      span=span, n=n, d=d, dims=dims, period=period)
 
     @staticmethod
     def k_nearest_neighbours(bvh, k):
@@ -290,7 +299,7 @@ class CpuKernels:
         d2 = np.empty((n, k), bvh.points.dtype)
         j = np.empty((n, k), np.int64)
         search.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
-                                 k, KNN_LEAF_SIZE, d2, j, bvh.dims)
+                                 k, KNN_LEAF_SIZE, d2, j, bvh.dims, bvh.period)
         return d2, j
 
     @classmethod
@@ -403,7 +412,8 @@ class CpuKernels:
             Fills ``s.radii`` ((n,), indexed by component id; +inf where none).
         """
         s.radii.fill(s.inf)
-        search.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii, bvh.dims)
+        search.compute_upper_bounds(bvh.points, s.labels, s.core2, s.mrd, s.radii, bvh.dims,
+                                    bvh.period)
 
     @staticmethod
     def find_component_outgoing_edges(bvh, s):
@@ -430,11 +440,12 @@ class CpuKernels:
         search.resolve_from_neighbour_lists(
             bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
             s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims,
-            s.skip)
+            s.skip, bvh.period)
         search.find_component_outgoing_edges(
             bvh.points, bvh.orig, s.labels, s.node_labels, bvh.nodes, bvh.box,
             bvh.min_orig, s.core2, s.mrd,
-            s.radii, s.lower, LEAF_SIZE, s.resolved, s.cand_w, s.cand_j, bvh.dims)
+            s.radii, s.lower, LEAF_SIZE, s.resolved, s.cand_w, s.cand_j, bvh.dims,
+            bvh.period)
 
     @staticmethod
     def reduce_component_minima(bvh, s):

@@ -16,29 +16,60 @@ STACK = 256  # > 64 Morton levels + 64 index levels for duplicates, with margin
 
 
 @njit(cache=True, inline="always")
-def _dist2(points, i, j, dims):
+def _dist2(points, i, j, dims, period):
+    """Squared distance of tree positions i and j; with a period (d,) (a
+    periodic box: every coordinate in [0, L)), under the minimum image."""
     d = len(dims)
-    s = points[i, 0] - points[j, 0]
-    s = s * s
-    for q in range(1, d):
-        t = points[i, q] - points[j, q]
+    if len(period) == 0:
+        s = points[i, 0] - points[j, 0]
+        s = s * s
+        for q in range(1, d):
+            t = points[i, q] - points[j, q]
+            s += t * t
+        return s
+    s = points[i, 0] - points[i, 0]  # zero of the points' dtype
+    for q in range(d):
+        a = points[i, q]
+        b = points[j, q]
+        if a < b:
+            a, b = b, a
+        # the way round as (L - a) + b, not L - (a - b): L - a is exact where
+        # the wrap can win (a >= L/2), so each way has one rounding of its own
+        t = a - b
+        u = (period[q] - a) + b
+        if u < t:
+            t = u
         s += t * t
     return s
 
 
 @njit(cache=True, inline="always")
-def _box_dist2(points, i, box, k, dims):
+def _box_dist2(points, i, box, k, dims, period):
+    """Squared distance from tree position i to node k's box: a lower bound
+    on ``_dist2`` to every point in it.  Periodic: the gap to [a, b] the
+    short way round, (L - b) + x (or (L - x) + a): ``_dist2``'s formula at
+    the box's far corner, so that, rounding being monotone, it never
+    exceeds the computed distance of any point inside."""
     d = len(dims)
     s = points[i, 0] - points[i, 0]  # zero of the points' dtype
+    periodic = len(period) > 0
     for q in range(d):
         x = points[i, q]
         a = box[k, q]
         b = box[k, d + q]
         if x < a:
             t = a - x
+            if periodic:
+                u = (period[q] - b) + x
+                if u < t:
+                    t = u
             s += t * t
         elif x > b:
             t = x - b
+            if periodic:
+                u = (period[q] - x) + a
+                if u < t:
+                    t = u
             s += t * t
     return s
 
@@ -96,7 +127,7 @@ def _heap_insert(kd, ko, kj, m, k, w, o, j):
 
 @njit(parallel=True, cache=True)
 def k_nearest_neighbours(points, orig, nodes, box, min_orig,
-                         k, leaf_size, out_d2, out_j, dims):
+                         k, leaf_size, out_d2, out_j, dims, period):
     """The k nearest *other* points of every point, under the order (d2, orig).
 
     Parameters
@@ -120,10 +151,10 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
             z = min(n - 1, a + k)
             for j in range(a, z + 1):
                 if j != i:
-                    m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims), orig[j], j)
+                    m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims, period), orig[j], j)
             sp = 1
             st_node[0] = 0
-            st_dist[0] = _box_dist2(points, i, box, 0, dims)
+            st_dist[0] = _box_dist2(points, i, box, 0, dims, period)
             while sp > 0:
                 sp -= 1
                 node = st_node[sp]
@@ -133,7 +164,7 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                 if nodes[node, 3] - nodes[node, 2] < leaf_size:
                     for j in range(nodes[node, 2], nodes[node, 3] + 1):
                         if j < a or j > z:  # seeded already (i included)
-                            m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims), orig[j], j)
+                            m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, j, dims, period), orig[j], j)
                     continue
                 ca = nodes[node, 0]
                 c = nodes[node, 1]
@@ -143,15 +174,15 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                 pc = False
                 if ca < n:
                     if ca < a or ca > z:
-                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, ca, dims), orig[ca], ca)
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, ca, dims, period), orig[ca], ca)
                 else:
-                    da = _box_dist2(points, i, box, ca - n, dims)
+                    da = _box_dist2(points, i, box, ca - n, dims, period)
                     pa = m < k or da <= kd[k - 1]
                 if c < n:
                     if c < a or c > z:
-                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c, dims), orig[c], c)
+                        m = _heap_insert(kd, ko, kj, m, k, _dist2(points, i, c, dims, period), orig[c], c)
                 else:
-                    dc = _box_dist2(points, i, box, c - n, dims)
+                    dc = _box_dist2(points, i, box, c - n, dims, period)
                     pc = m < k or dc <= kd[k - 1]
                 sp = _push_children(st_node, st_dist, sp, ca - n, da, pa, c - n, dc, pc)
             for q in range(k):
@@ -161,8 +192,8 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
 
 
 @njit(cache=True, inline="always")
-def _metric(points, core2, mrd, i, j, dims):
-    w = _dist2(points, i, j, dims)
+def _metric(points, core2, mrd, i, j, dims, period):
+    w = _dist2(points, i, j, dims, period)
     if mrd:
         if core2[i] > w:
             w = core2[i]
@@ -172,7 +203,7 @@ def _metric(points, core2, mrd, i, j, dims):
 
 
 @njit(parallel=True, cache=True)
-def compute_upper_bounds(points, labels, core2, mrd, radii, dims):
+def compute_upper_bounds(points, labels, core2, mrd, radii, dims, period):
     """Morton-neighbour upper bounds on each component's shortest edge.
 
     For consecutive tree positions in different components, their distance
@@ -188,13 +219,15 @@ def compute_upper_bounds(points, labels, core2, mrd, radii, dims):
     mrd : bool, mutual reachability.
     radii : (n,) float in/out, per component id.
     dims : tuple of d zeros.
+    period : (p,) float, the box lengths of a periodic box (p = d, scaled
+        with the points), or empty (p = 0) for open space.
     """
     n = points.shape[0]
     for i in prange(n - 1):
         a = labels[i]
         b = labels[i + 1]
         if a != b:
-            w = _metric(points, core2, mrd, i, i + 1, dims)
+            w = _metric(points, core2, mrd, i, i + 1, dims, period)
             if w < radii[a]:
                 radii[a] = w
             if w < radii[b]:
@@ -209,7 +242,7 @@ def _better(w, o, bw, bo):
 @njit(parallel=True, cache=True)
 def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                                   min_orig, core2, mrd, radii, lower,
-                                  leaf_size, resolved, cand_w, cand_j, dims):
+                                  leaf_size, resolved, cand_w, cand_j, dims, period):
     """Every point's nearest point in another component (the paper's search).
 
     Points with ``resolved[i]`` set already hold their exact answer (from
@@ -240,6 +273,8 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
     cand_w : (n,) float in/out, squared weight of each point's candidate.
     cand_j : (n,) int64 in/out, its tree position (-1: none).
     dims : tuple of d zeros.
+    period : (p,) float, the box lengths of a periodic box (p = d, scaled
+        with the points), or empty (p = 0) for open space.
     """
     n = points.shape[0]
     nblocks = (n + BLOCK - 1) // BLOCK
@@ -259,7 +294,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
             bo = orig[bj] if bj >= 0 else -1
             sp = 1
             st_node[0] = 0
-            st_dist[0] = _box_dist2(points, i, box, 0, dims)
+            st_dist[0] = _box_dist2(points, i, box, 0, dims, period)
             while sp > 0:
                 sp -= 1
                 node = st_node[sp]
@@ -274,7 +309,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                 if nodes[node, 3] - nodes[node, 2] < leaf_size:
                     for j in range(nodes[node, 2], nodes[node, 3] + 1):
                         if labels[j] != C:
-                            w = _metric(points, core2, mrd, i, j, dims)
+                            w = _metric(points, core2, mrd, i, j, dims, period)
                             if _better(w, orig[j], bw, bo):
                                 bw = w
                                 bo = orig[j]
@@ -291,7 +326,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                 pc = False
                 if a < n:
                     if labels[a] != C:
-                        w = _metric(points, core2, mrd, i, a, dims)
+                        w = _metric(points, core2, mrd, i, a, dims, period)
                         if _better(w, orig[a], bw, bo):
                             bw = w
                             bo = orig[a]
@@ -299,13 +334,13 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                             if bw < r:
                                 r = bw
                 elif node_labels[a - n] != C:
-                    da = _box_dist2(points, i, box, a - n, dims)
+                    da = _box_dist2(points, i, box, a - n, dims, period)
                     if mrd and ci > da:
                         da = ci
                     pa = da <= r
                 if c < n:
                     if labels[c] != C:
-                        w = _metric(points, core2, mrd, i, c, dims)
+                        w = _metric(points, core2, mrd, i, c, dims, period)
                         if _better(w, orig[c], bw, bo):
                             bw = w
                             bo = orig[c]
@@ -313,7 +348,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
                             if bw < r:
                                 r = bw
                 elif node_labels[c - n] != C:
-                    dc = _box_dist2(points, i, box, c - n, dims)
+                    dc = _box_dist2(points, i, box, c - n, dims, period)
                     if mrd and ci > dc:
                         dc = ci
                     pc = dc <= r
@@ -334,7 +369,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
 @njit(parallel=True, cache=True)
 def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j,
                                  radii, lower, resolved, cand_w, cand_j, inf, dims,
-                                 skip):
+                                 skip, period):
     """Answer the search from each point's k nearest neighbours where exact.
 
     ``knn_*`` (n, k) list the k nearest other points under the order
@@ -367,6 +402,8 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
     cand_j : (n,) int64 out, its tree position (-1: none).
     inf : +inf of the points' dtype.
     dims : tuple of d zeros.
+    period : (p,) float, the box lengths of a periodic box (p = d, scaled
+        with the points), or empty (p = 0) for open space.
     skip : (n,) int32 in/out.
     """
     n = points.shape[0]
@@ -395,7 +432,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
                     bw = knn_d2[i, q]
                     bj = j
                     break
-                w = _metric(points, core2, mrd, i, j, dims)
+                w = _metric(points, core2, mrd, i, j, dims, period)
                 if _better(w, orig[j], bw, bo):
                     bw = w
                     bj = j

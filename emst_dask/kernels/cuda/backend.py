@@ -9,6 +9,7 @@ run the kernels on the CPU.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 
@@ -31,10 +32,14 @@ _SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
 _SOURCE_FILES = ("boruvka.cu",)
 
 
+#: the entry of a periodic module's functions that sets its box lengths
+PERIOD_KEY = "__period__"
+
+
 @functools.cache
-def source() -> str:
-    """The CUDA C++ source of all kernels."""
-    parts = []
+def source(periodic: bool = False) -> str:
+    """The CUDA C++ source of all kernels (``periodic``: with ``EMST_PERIODIC``)."""
+    parts = ["#define EMST_PERIODIC 1\n"] if periodic else []
     for name in _SOURCE_FILES:
         with open(os.path.join(_SOURCE_DIR, name), encoding="utf-8") as f:
             parts.append(f.read())
@@ -120,8 +125,8 @@ class CupyBackend:
         self.xp = cupy
 
     @functools.cache
-    def functions(self, dtype_str: str, d: int, part: str) -> dict:
-        """The kernels of one module, compiled by NVRTC once per (dtype, d, part).
+    def functions(self, dtype_str: str, d: int, part: str, periodic: bool = False) -> dict:
+        """The kernels of one module, compiled by NVRTC once per (dtype, d, part, periodic).
 
         Parameters
         ----------
@@ -129,11 +134,16 @@ class CupyBackend:
             ``np.dtype(...).str`` of float32 or float64 (hashable, for the cache).
         d : int
         part : {"core", "mrd"}
+        periodic : bool
+            Compile with ``EMST_PERIODIC``: distances under the minimum image
+            of the box whose lengths ``PERIOD_KEY`` sets.
 
         Returns
         -------
         dict
-            Name expression (``expr``) -> the compiled ``cupy.RawKernel``.
+            Name expression (``expr``) -> the compiled ``cupy.RawKernel``;
+            periodic modules also map ``PERIOD_KEY`` to a function that sets
+            the box lengths ((d,) float64) in the module's constant memory.
 
         Raises
         ------
@@ -142,8 +152,11 @@ class CupyBackend:
             ``record_sizes``.
         """
         exprs = expressions(np.dtype(dtype_str), d, part)
-        mod = cupy.RawModule(code=source(), options=NVRTC_OPTIONS, name_expressions=exprs)
+        mod = cupy.RawModule(code=source(periodic), options=NVRTC_OPTIONS,
+                             name_expressions=exprs)
         fns = {e: mod.get_function(e) for e in exprs}
+        if periodic:
+            fns[PERIOD_KEY] = functools.partial(_set_period, mod, np.dtype(dtype_str))
         if part == "core":  # the Python record sizes must match the compiler's
             out = cupy.zeros(2, np.int32)
             fns[expr("k_sizes", dtype_str, d)]((1,), (1,), (out,))
@@ -153,7 +166,7 @@ class CupyBackend:
                 raise RuntimeError(f"record sizes {got} != {want} for {dtype_str} d={d}")
         return fns
 
-    def launch(self, dtype, d, name, extra, nthreads, args):
+    def launch(self, dtype, d, name, extra, nthreads, args, period=None):
         """Launch ``name<T, d, *extra>`` on the current stream, ``THREADS`` threads a block.
 
         Asynchronous; nothing when ``nthreads <= 0``.
@@ -171,6 +184,9 @@ class CupyBackend:
             Threads wanted (rounded up to whole blocks).
         args : tuple
             The kernel's arguments (cupy arrays, numpy scalars).
+        period : (d,) float64 numpy array, optional
+            A periodic box's lengths: the kernel of the periodic module runs,
+            with these lengths in its constant memory.
 
         Returns
         -------
@@ -179,7 +195,9 @@ class CupyBackend:
         if nthreads <= 0:
             return
         dt = np.dtype(dtype)
-        fns = self.functions(dt.str, int(d), part_of(name, extra))
+        fns = self.functions(dt.str, int(d), part_of(name, extra), period is not None)
+        if period is not None:
+            fns[PERIOD_KEY](period)
         fn = fns[expr(name, dt, d, *extra)]
         fn(((nthreads + THREADS - 1) // THREADS,), (THREADS,), args)
 
@@ -274,3 +292,16 @@ class CupyBackend:
         (n,) int64 cupy array
         """
         return cupy.argsort(codes)  # stable (thrust stable_sort_by_key)
+
+
+def _set_period(mod, dtype, period) -> None:
+    """Copy a periodic box's lengths into module ``mod``'s constant memory
+    (``emst_period_f`` or ``emst_period_d``, 8 entries), in the stream order
+    of the launches that follow."""
+    name = "emst_period_f" if dtype == np.float32 else "emst_period_d"
+    values = np.zeros(8, dtype)
+    values[:len(period)] = period
+    ptr = mod.get_global(name)
+    # pageable source: the copy has read it when the call returns
+    ptr.copy_from_host_async(ctypes.c_void_p(values.ctypes.data), values.nbytes,
+                             cupy.cuda.get_current_stream())

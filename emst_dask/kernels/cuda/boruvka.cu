@@ -122,26 +122,67 @@ __device__ __forceinline__ int thread_index() {
   return (int)(blockIdx.x * blockDim.x + threadIdx.x);
 }
 
+// A periodic box (modules compiled with EMST_PERIODIC): every coordinate in
+// [0, L) per axis, distances under the minimum image.  The lengths live in
+// constant memory (set by the host before each launch); plain modules do
+// not have them, so open space pays nothing.
+#ifdef EMST_PERIODIC
+__constant__ float emst_period_f[8];
+__constant__ double emst_period_d[8];
+template <typename T> __device__ __forceinline__ T period(int q);
+template <> __device__ __forceinline__ float period<float>(int q) { return emst_period_f[q]; }
+template <> __device__ __forceinline__ double period<double>(int q) { return emst_period_d[q]; }
+
+// |a - b| on axis q the short way round: the way round as (L - hi) + lo,
+// not L - (hi - lo): L - hi is exact where the way round can win (hi >= L/2),
+// so each way has one rounding of its own (the CPU kernels' formula).
+template <typename T>
+__device__ __forceinline__ T axis_gap(T a, T b, int q) {
+  T hi = a < b ? b : a;
+  T lo = a < b ? a : b;
+  T t = FT<T>::sub(hi, lo);
+  T u = FT<T>::add(FT<T>::sub(period<T>(q), hi), lo);
+  return u < t ? u : t;
+}
+#else
+template <typename T>
+__device__ __forceinline__ T axis_gap(T a, T b, int) { return FT<T>::sub(a, b); }
+#endif
+
 template <typename T, int D>
 __device__ __forceinline__ T dist2(const T* a, const T* b) {
-  T t = FT<T>::sub(a[0], b[0]);
+  T t = axis_gap<T>(a[0], b[0], 0);
   T s = FT<T>::mul(t, t);
 #pragma unroll
   for (int q = 1; q < D; ++q) {
-    t = FT<T>::sub(a[q], b[q]);
+    t = axis_gap<T>(a[q], b[q], q);
     s = FT<T>::add(s, FT<T>::mul(t, t));
   }
   return s;
 }
 
+// squared distance to a box: a lower bound on dist2 to every point inside.
+// Periodic: the way round is dist2's formula at the box's far corner, so
+// (rounding being monotone) it never exceeds any inside point's distance.
 template <typename T, int D>
 __device__ __forceinline__ T box_dist2(const T* x, const T* lo, const T* hi) {
   T s = (T)0;
 #pragma unroll
   for (int q = 0; q < D; ++q) {
     T t = (T)0;
-    if (x[q] < lo[q]) t = FT<T>::sub(lo[q], x[q]);
-    else if (x[q] > hi[q]) t = FT<T>::sub(x[q], hi[q]);
+    if (x[q] < lo[q]) {
+      t = FT<T>::sub(lo[q], x[q]);
+#ifdef EMST_PERIODIC
+      T u = FT<T>::add(FT<T>::sub(period<T>(q), hi[q]), x[q]);
+      if (u < t) t = u;
+#endif
+    } else if (x[q] > hi[q]) {
+      t = FT<T>::sub(x[q], hi[q]);
+#ifdef EMST_PERIODIC
+      T u = FT<T>::add(FT<T>::sub(period<T>(q), x[q]), lo[q]);
+      if (u < t) t = u;
+#endif
+    }
     s = FT<T>::add(s, FT<T>::mul(t, t));
   }
   return s;

@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from .backend import (KNN_KMAX, THREADS, CupyBackend, cupy, expr, expressions,  # noqa: F401
-                      part_of, record_sizes, source)
+
+from .backend import (KNN_KMAX, PERIOD_KEY, THREADS, CupyBackend, cupy, expr,  # noqa: F401
+                      expressions, part_of, record_sizes, source)
 
 #: best[] initial value per dtype: an infinite radius (float: and the largest key)
 KEY_INIT = {np.dtype(np.float32): np.uint64(0x7F800000FFFFFFFF),
@@ -72,7 +73,9 @@ class CudaBVH:
     label).  nodes : ((n-1) * node_bytes,) uint8 node records (box, children).
     delta : (n-1,) uint8 common-prefix lengths of neighbouring codes.
     orig : (n,) int32 input row of each position.  aux : (n,) int32 scratch
-    (construction flags, then the Borůvka work lists).
+    (construction flags, then the Borůvka work lists).  period : (d,)
+    float64 box lengths of a periodic box (scaled with the points; the
+    kernels of the periodic modules run), or None.
     """
 
     P: Any
@@ -85,6 +88,7 @@ class CudaBVH:
     dtype: np.dtype
     pt_bytes: int
     node_bytes: int
+    period: Any = None
 
 
 @dataclass(eq=False)
@@ -164,9 +168,14 @@ class _CudaKernelsBase:
     def _launch(cls, bvh_or_dtype, d, name, nthreads, args, *extra):
         """Launch kernel ``name<T, d, *extra>`` with ``nthreads`` threads (``backend.launch``).
 
-        ``bvh_or_dtype`` is the float dtype T; ``args`` the kernel's arguments.
+        ``bvh_or_dtype`` is the float dtype T, or a ``CudaBVH`` (its dtype,
+        and its periodic box if it has one); ``args`` the kernel's arguments.
         """
-        cls._be.launch(bvh_or_dtype, d, name, extra, nthreads, args)
+        if isinstance(bvh_or_dtype, CudaBVH):
+            cls._be.launch(bvh_or_dtype.dtype, d, name, extra, nthreads, args,
+                           period=bvh_or_dtype.period)
+        else:
+            cls._be.launch(bvh_or_dtype, d, name, extra, nthreads, args)
 
     # -- construction --------------------------------------------------------
     @classmethod
@@ -261,7 +270,7 @@ class _CudaKernelsBase:
         return cls._be.argsort(codes).astype(np.int32)
 
     @classmethod
-    def build_bvh(cls, points, codes, perm):
+    def build_bvh(cls, points, codes, perm, period=None):
         """The LBVH: point records in tree order, then the tree bottom-up (``k_build``).
 
         ``k_gather`` writes the point records (coordinates, label = own position),
@@ -277,6 +286,9 @@ class _CudaKernelsBase:
             The Morton codes sorted ascending (``codes[perm]``).
         perm : (n,) int32 cupy array
             From ``sort_by_code`` (another integer dtype is converted).
+        period : (d,) float64 numpy array, optional
+            Box lengths of a periodic box (every coordinate in [0, L)): the
+            searches on this tree run the periodic modules' kernels.
 
         Returns
         -------
@@ -298,8 +310,9 @@ class _CudaKernelsBase:
         if n >= 2:
             cls._launch(dt, d, "k_delta", m, (codes, _i32(n), delta))
             cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
-        return CudaBVH(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux,
-                               n=n, d=d, dtype=dt, pt_bytes=ps, node_bytes=ns)
+        period = None if period is None else np.asarray(period, np.float64)
+        return CudaBVH(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux, n=n, d=d,
+                       dtype=dt, pt_bytes=ps, node_bytes=ns, period=period)
 
     # -- mutual reachability ---------------------------------------------------
     @classmethod
@@ -331,10 +344,11 @@ class _CudaKernelsBase:
             return core2
         kmax = next((km for km in KNN_KMAX if k <= km), 0)
         if kmax:
-            cls._launch(dt, d, "k_knn_reg", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2), kmax)
+            cls._launch(bvh, d, "k_knn_reg", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2),
+                        kmax)
         else:
             scratch = xp.empty(n * k, dt)
-            cls._launch(dt, d, "k_knn", n,
+            cls._launch(bvh, d, "k_knn", n,
                         (bvh.P, bvh.nodes, _i32(n), _i32(k), core2, scratch), 0)
         return core2
 
@@ -393,7 +407,7 @@ class _CudaKernelsBase:
         if s.it == 0:
             return  # all points singletons: every node is mixed (k_build set -1)
         bvh.aux.fill(-1)
-        cls._launch(bvh.dtype, bvh.d, "k_climb", bvh.n,
+        cls._launch(bvh, bvh.d, "k_climb", bvh.n,
                     (bvh.delta, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
 
     @classmethod
@@ -419,7 +433,7 @@ class _CudaKernelsBase:
         """
         if s.it == 0:
             return  # the first search starts from its Morton neighbours
-        cls._launch(bvh.dtype, bvh.d, "k_bounds", bvh.n,
+        cls._launch(bvh, bvh.d, "k_bounds", bvh.n,
                     (bvh.P, bvh.orig, s.core2, s.cand, s.best, _i32(bvh.n)), s.mrd)
 
     @classmethod
@@ -450,9 +464,9 @@ class _CudaKernelsBase:
             # the points that must search, compacted into aux[] (at rest -1;
             # the search puts every slot it reads back to -1)
             s.count.fill(0)
-            cls._launch(bvh.dtype, bvh.d, "k_select", bvh.n,
+            cls._launch(bvh, bvh.d, "k_select", bvh.n,
                         (bvh.P, s.cand, s.lower, s.best, bvh.aux, s.count, n))
-        cls._launch(bvh.dtype, bvh.d, "k_search", bvh.n,
+        cls._launch(bvh, bvh.d, "k_search", bvh.n,
                     (bvh.P, bvh.nodes, bvh.orig, s.core2, s.lower, s.cand, s.best,
                      n, bvh.aux, s.count), s.mrd, first)
 
@@ -482,10 +496,10 @@ class _CudaKernelsBase:
         if s.it == 0:
             return  # a singleton's shortest edge is its point's candidate
         n = _i32(bvh.n)
-        cls._launch(bvh.dtype, bvh.d, "k_ties", bvh.n,
+        cls._launch(bvh, bvh.d, "k_ties", bvh.n,
                     (bvh.P, bvh.orig, s.core2, s.cand, s.best, s.lower, bvh.aux, s.key2, n),
                     s.mrd)
-        cls._launch(bvh.dtype, bvh.d, "k_winner", bvh.n,
+        cls._launch(bvh, bvh.d, "k_winner", bvh.n,
                     (bvh.P, bvh.orig, s.cand, bvh.aux, s.key2, n))
 
     @classmethod
@@ -576,7 +590,7 @@ class _CudaKernelsBase:
         src = xp.empty(m, np.int64)
         dst = xp.empty(m, np.int64)
         w2 = xp.empty(m, dt)
-        cls._launch(dt, d, "k_finalize", m,
+        cls._launch(bvh, d, "k_finalize", m,
                     (bvh.P, bvh.orig, s.core2, s.edges, _i32(root), _i32(n), src, dst, w2),
                     s.mrd)
         s.edges = s.best = s.key2 = None
@@ -606,7 +620,7 @@ class _CudaKernelsBase:
         cand = xp.empty(n, np.int32)
         unused = xp.empty(1, np.uint64)  # the first search reads no radius
         nolist = xp.zeros(1, np.int32)   # nor a work list
-        cls._launch(bvh.dtype, bvh.d, "k_search", n,
+        cls._launch(bvh, bvh.d, "k_search", n,
                     (bvh.P, bvh.nodes, bvh.orig, lower, lower, cand, unused, _i32(n),
                      nolist, nolist), False, True)
         return cand, lower
