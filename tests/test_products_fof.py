@@ -185,11 +185,14 @@ def test_periodic_labels_and_catalogue(d):
     tree = periodic_tree(pts, box)
     bs = [0.005, 0.02] if d > 1 else [0.0005, 0.002]
     cat = emst_dask.fof(pts, bs, relative=False, box_size=box, min_members=3, tree=tree)
+    engine = emst_dask.fof(pts, bs, relative=False, box_size=box, min_members=3,
+                           backend="cpu")  # the periodic tree of emst(box_size=)
     np.testing.assert_array_equal(cat.box_size, box)
     straddling = 0
     for k, b in enumerate(bs):
         ref = direct_catalogue(pts, b, 3, box)
         assert_catalogue(cat, ref, box, k=k)
+        assert_catalogue(engine, ref, box, k=k)
         comp, _ = components(pts, b, box)
         assert same_partition(cat.labels[k][cat.labels[k] >= 0], comp[cat.labels[k] >= 0])
         for g in range(cat.n_groups[k]):
@@ -219,9 +222,13 @@ def test_lattice_ties_and_duplicates():
     for b in (1.0, np.sqrt(2.0), 0.999):
         for box in (None, np.array([8.0, 6.0])):
             tree = periodic_tree(pts, box) if box is not None else None
+            ref = direct_catalogue(pts, b, 2, box)
             cat = emst_dask.fof(pts, b, relative=False, min_members=2, box_size=box,
                                 tree=tree, backend="cpu")
-            compared += assert_catalogue(cat, direct_catalogue(pts, b, 2, box), box)
+            compared += assert_catalogue(cat, ref, box)
+            engine = emst_dask.fof(pts.astype(np.float32), b, relative=False, min_members=2,
+                                   box_size=box, backend="cpu")
+            assert_catalogue(engine, ref, box)
     assert compared > 10
     one = emst_dask.fof(pts, 0.999, relative=False, min_members=2, backend="cpu")
     # below the lattice spacing only the duplicates are groups
@@ -247,7 +254,7 @@ def test_points_at_zero_and_just_below_the_box(dtype):
     assert abs(min_image(cat.position[0, 0], 2.0)) < 1e-6
     bad = pts.copy()
     bad[4, 0] = L
-    with pytest.raises(InputError, match="row 4 .* coordinate 0 is 2.0"):
+    with pytest.raises(InputError, match=r"row is 4: \[2.0, .*coordinate 0 is not in"):
         emst_dask.fof(bad, 0.2, relative=False, box_size=box, min_members=5)
 
 
@@ -335,6 +342,8 @@ def test_a_group_wider_than_half_the_box():
     cat = emst_dask.fof(pts, b, relative=False, box_size=box, min_members=10, tree=tree)
     ref = direct_catalogue(pts, b, 10, box)
     assert_catalogue(cat, ref, box)
+    assert_catalogue(emst_dask.fof(pts, b, relative=False, box_size=box, min_members=10,
+                                   backend="cpu"), ref, box)
     assert cat.length[0] == 150
     assert abs(min_image(cat.position[0, 0] - 0.0, box)) < 1e-9  # centred on the face
     # the device algorithm (run with numpy) walks this group and agrees exactly
@@ -489,6 +498,13 @@ def test_command_line(tmp_path):
     bad = CliRunner().invoke(main, ["fof", snap, "-b", "-1", "--out", str(tmp_path / "x.zarr"),
                                     "--in-process"])
     assert bad.exit_code == 2 and "linking_length" in bad.output
+    periodic = CliRunner().invoke(main, ["fof", snap, "-b", "0.2", "-m", "5", "--box-size",
+                                         "snapshot", "--out", str(tmp_path / "p.zarr"),
+                                         "--in-process"])
+    assert periodic.exit_code == 0, periodic.output
+    p = open_fof(str(tmp_path / "p.zarr")).load()
+    assert p.box_size.tolist() == [1.0, 1.0, 1.0]
+    assert_catalogue(p, direct_catalogue(pts, p.linking_length[0], 5, np.ones(3)), np.ones(3))
     tree = tmp_path / "tree.zarr"
     emst(pts, backend="cpu", out=str(tree))
     reuse = CliRunner().invoke(main, ["fof", snap, "-b", "0.2", "--min-members", "5",
@@ -523,7 +539,7 @@ def no_work(monkeypatch):
     (dict(box_size=0.0), "box_size"),
     (dict(box_size=[1.0, 1.0]), "2 lengths"),
     (dict(box_size=[1.0, -1.0, 1.0]), "box_size"),
-    (dict(box_size=0.9), "row 7"),
+    (dict(box_size=0.9), "first bad row is 7"),
     (dict(box_size=1.0, linking_length=0.5, relative=False), "half"),
     (dict(velocities=np.zeros((10, 3))), "velocities must have shape"),
     (dict(velocities=np.full((50, 3), np.nan)), "velocities row 0"),
@@ -580,6 +596,10 @@ def test_device_catalogue_equals_host():
         np.testing.assert_allclose(min_image(dev.position[k] - host.position[k], box), 0,
                                    atol=1e-12)
         np.testing.assert_allclose(dev.velocity[k], host.velocity[k], rtol=1e-12)
-    open_ = emst_dask.fof(cupy.asarray(pts), 0.2, min_members=3, backend="cuda").to_host()
-    ref = emst_dask.fof(pts, 0.2, min_members=3, backend="cpu")
-    np.testing.assert_array_equal(open_.labels, ref.labels)
+    for b in (None, box):  # the engine's trees, open and periodic, on both backends
+        got = emst_dask.fof(cupy.asarray(pts), 0.2, box_size=b, min_members=3,
+                            velocities=cupy.asarray(vel), backend="cuda").to_host()
+        ref = emst_dask.fof(pts, 0.2, box_size=b, min_members=3, velocities=vel,
+                            backend="cpu")
+        np.testing.assert_array_equal(got.labels, ref.labels)
+        np.testing.assert_allclose(min_image(got.position - ref.position, box), 0, atol=1e-12)

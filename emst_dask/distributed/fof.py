@@ -4,11 +4,12 @@ a snapshot, a client or the embedded cluster).
 A job is two tasks on one worker, like an EMST job (``job``):
 
 1. ``emst-read-<token>-<name>``: the positions staged in host or device
-   memory, every block checked (``job.read``); for a snapshot whose
-   client could not list it, the position array is chosen here;
+   memory, every block checked, the box taken (lengths, or the snapshot's
+   ``BoxSize``) and the points checked against it (``job.read``, as for
+   every job); for a snapshot the client could not list, the position
+   array is chosen here;
 2. ``emst-fof-<token>-<name>``: the velocities read (a named array of the
-   snapshot) or taken (scattered), the box (``BoxSize`` when asked) and the
-   points checked against it, the absolute lengths, then the periodic tree
+   snapshot) or taken (scattered), the absolute lengths, then the periodic tree
    (``engine.spanning_tree``), the labels and the catalogue
    (``products.fof``), written as a Zarr group complete or absent
    (``products.catalogue``): the client gets a ``FoFStore`` handle, or,
@@ -46,8 +47,6 @@ class FoFJob:
     values : (K,) float64, the linking lengths as given.
     single : bool, one length given.
     relative : bool
-    box : (d,) float64, None, or "snapshot" (read on the worker: a
-        snapshot the client cannot see).
     min_members : int
     velocities : PointSource, DeferredSource or None
         A velocity array of the snapshot, read on the worker; None when
@@ -62,7 +61,6 @@ class FoFJob:
     values: Any
     single: bool
     relative: bool
-    box: Any
     min_members: int
     velocities: Any = None
     velocities_name: str | None = None
@@ -85,8 +83,8 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     """
     from ..io.paths import is_pathlike, local_path
     from ..products.catalogue import check_catalogue_output
-    from ..products.fof import check_box_size, check_velocities
-    from ..products.snapshots import position_member, snapshot_box, velocities_source
+    from ..products.fof import check_velocities
+    from ..products.snapshots import position_member, velocities_source
     from .service import prepare
 
     check_backend(backend)
@@ -94,22 +92,18 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     remote = loc is not None and remote_ok and not os.path.exists(loc)
     if not remote:
         array = position_member(source, array, columns, velocities, storage_options)
+    # the box as every job takes it: lengths, or "snapshot" (the BoxSize
+    # attribute, read here when the client sees the snapshot, else by the worker)
     prep = prepare(source, out=None, name=name, min_samples=1, backend=backend,
                    columns=columns, array=array, overwrite=overwrite,
                    storage_options=storage_options, out_storage_options=out_storage_options,
                    zarr_format=zarr_format, threads=threads, remote_ok=remote_ok,
-                   clusters_out=out)
+                   clusters_out=out, box_size=box_size)
     check_catalogue_output(prep.spec.clusters_output)
     spec = prep.spec
     deferred = isinstance(spec.source, DeferredSource)
     n, d = (None, None) if deferred else (spec.source.n, spec.source.d)
-    if isinstance(box_size, str) and box_size == "snapshot":
-        box = "snapshot" if deferred else snapshot_box(source, d, storage_options)
-    elif box_size is None:
-        box = None
-    else:
-        box = check_box_size(box_size, d if d is not None else np.size(box_size))
-    job = FoFJob(values, single, relative, box, min_members)
+    job = FoFJob(values, single, relative, min_members)
     scattered = None
     if isinstance(velocities, str):
         job.velocities_name = job.velocities_label = velocities
@@ -130,8 +124,9 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
 # --------------------------------------------------------------------------
 # on the worker
 # --------------------------------------------------------------------------
-def compute(spec: JobSpec, job: FoFJob, points, read_seconds, velocities, report):
-    """The catalogue of the staged points; written when the job has an output.
+def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, report):
+    """The catalogue of the staged points (checked in the box ``box`` by
+    ``job.read``); written when the job has an output.
 
     Returns
     -------
@@ -139,16 +134,9 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, velocities, report
     """
     from ..engine import spanning_tree
     from ..products.catalogue import write_fof
-    from ..products.fof import (absolute_lengths, catalogue_of_tree, check_box_size,
-                                check_in_box, check_velocities)
-    from ..products.snapshots import snapshot_box
+    from ..products.fof import absolute_lengths, catalogue_of_tree, check_velocities
 
     n, d = points.shape
-    box = job.box
-    if isinstance(box, str):
-        box = snapshot_box(spec.source.path, d, spec.source.storage_options)
-    elif box is not None:
-        box = check_box_size(box, d)
     if job.velocities is not None:
         src = job.velocities
         if isinstance(src, DeferredSource):
@@ -159,13 +147,10 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, velocities, report
         velocities = src.read_all()
     elif velocities is not None:
         velocities = check_velocities(np.asarray(velocities), n, d)
-    if box is not None:
-        check_in_box(points, box)
     lengths = absolute_lengths(np.asarray(job.values, np.float64), job.relative, points, box)
     report("tree")
     t0 = time.perf_counter()
-    options = {} if box is None else {"box_size": box}
-    tree = spanning_tree(points, 1, spec.backend, progress=report, **options)
+    tree = spanning_tree(points, 1, spec.backend, box_size=box, progress=report)
     timings = {"read": float(read_seconds), "tree": time.perf_counter() - t0}
     report("fof")
     cat = catalogue_of_tree(points, tree, lengths, job.single, job.min_members, box,
@@ -192,7 +177,7 @@ def _choose_positions(spec: JobSpec, job: FoFJob):
 
 @refusing
 def fof_read_task(spec: JobSpec, job: FoFJob, *blocks):
-    """The read task: the positions staged (``job.read``); (array, seconds)."""
+    """The read task: the positions staged (``job.read``); (array, seconds, box)."""
     apply_settings()
     report = Reporter(spec)
 
@@ -210,8 +195,8 @@ def fof_task(spec: JobSpec, job: FoFJob, staged, velocities=None):
     report = Reporter(spec)
 
     def run():
-        points, seconds = staged
-        return compute(spec, job, points, seconds, velocities, report)
+        points, seconds, box = staged
+        return compute(spec, job, points, seconds, box, velocities, report)
 
     return _reported(report, run)
 
@@ -268,8 +253,8 @@ def _run_inline(prep, job, scattered, callback):
 
     def run():
         _choose_positions(spec, job)
-        staged, seconds = read(spec, blocks, report)
-        return compute(spec, job, staged, seconds, scattered, report)
+        staged, seconds, box = read(spec, blocks, report)
+        return compute(spec, job, staged, seconds, box, scattered, report)
 
     return _reported(report, run)
 

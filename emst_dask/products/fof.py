@@ -82,64 +82,22 @@ def check_min_members(min_members) -> int:
 
 
 def check_box_size(box_size, d: int):
-    """The periodic box as (d,) float64, or None.
+    """The periodic box as (d,) float64, or None (``io.checks.check_box_size``,
+    the package's one check; "snapshot" is resolved by the caller)."""
+    from ..io.checks import check_box_size as check
 
-    Parameters
-    ----------
-    box_size : None, a number (a cube), or d numbers (one length per axis)
-    d : int, the number of coordinates
-
-    Raises
-    ------
-    InputError
-        A length <= 0, NaN or inf, or a count other than 1 or d.
-    """
-    if box_size is None:
-        return None
     if isinstance(box_size, str):
         raise InputError(f"box_size must be a number, d numbers or None; got {box_size!r} "
                          "('snapshot' takes the BoxSize attribute of a Zarr snapshot)")
-    try:
-        a = np.asarray(box_size)
-    except (TypeError, ValueError):
-        a = np.asarray([], dtype=object)
-    if a.dtype.kind not in "iuf" or a.ndim > 1:
-        raise InputError(f"box_size must be a number or a sequence of {d} numbers; "
-                         f"got {box_size!r}")
-    a = a.astype(np.float64).reshape(-1)
-    if a.size == 1:
-        a = np.repeat(a, d)
-    if a.size != d:
-        raise InputError(f"box_size has {a.size} lengths for points with {d} coordinates; "
-                         f"give one length or {d}")
-    if not (np.isfinite(a).all() and (a > 0).all()):
-        raise InputError(f"box_size lengths must be finite and > 0; got {box_size!r}")
-    return a
+    return check(box_size, d)
 
 
 def check_in_box(points, box):
-    """Refuse a point outside [0, L) on some axis, naming the first such row.
+    """Refuse a point outside [0, L) on some axis, naming the first such row
+    (``io.checks.check_in_box``)."""
+    from ..io.checks import check_in_box as check
 
-    Parameters
-    ----------
-    points : (n, d) numpy or cupy array
-    box : (d,) float64
-    """
-    xp = array_module(points)
-    if points.shape[0] == 0:
-        return
-    rows = xp.zeros(points.shape[0], bool)
-    for j in range(points.shape[1]):  # one axis at a time: no (n, d) float64 copy
-        col = points[:, j]
-        rows |= (col < 0) | (col.astype(xp.float64) >= float(box[j]))
-    if bool(rows.any()):
-        i = int(xp.argmax(rows))
-        row = np.asarray(_host(points[i]), np.float64)
-        j = int(np.flatnonzero((row < 0) | (row >= box))[0])
-        raise InputError(f"row {i} lies outside the periodic box: coordinate {j} is "
-                         f"{float(row[j])!r}, the box is [0, {float(box[j])!r}) on that "
-                         f"axis ({int(rows.sum())} row(s) outside); wrap the points into "
-                         "the box first (x % L)")
+    check(points, None if box is None else np.asarray(box, np.float64))
 
 
 def mean_separation(points, box):
@@ -532,12 +490,10 @@ def check_tree(tree, n: int, box):
 
 
 def spanning_tree_in_box(points, box, backend, progress=None):
-    """The Euclidean tree here: ``emst(points, box_size=box)`` (periodic) or
-    ``emst(points)``."""
+    """The Euclidean tree here: ``emst(points, box_size=box)`` (periodic when
+    ``box`` is not None)."""
     from ..api import emst
 
-    if box is None:
-        return emst(points, backend=backend, progress=progress)
     return emst(points, backend=backend, box_size=box, progress=progress)
 
 
@@ -678,9 +634,9 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
              **ignored):
     """``fof`` in this process (checked parameters; see ``fof``)."""
     from ..io import as_points, resolve_output, resolve_source
-    from ..io.checks import check_backend
+    from ..io.checks import check_backend, source_box_size
     from ..io.source import is_in_memory
-    from .snapshots import position_member, read_velocities, snapshot_box
+    from .snapshots import position_member, read_velocities
 
     check_backend(backend)
     if is_in_memory(source):
@@ -696,8 +652,11 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         where = src.describe()
         points = None  # read below, after every check that needs no coordinates
     n, d = (points.shape if points is not None else (src.n, src.d))
-    if isinstance(box_size, str) and box_size == "snapshot":
-        box = snapshot_box(source, d, storage_options)
+    if isinstance(box_size, str) and points is None:
+        box = source_box_size(box_size, src)  # "snapshot": its BoxSize attribute
+    elif isinstance(box_size, str) and box_size == "snapshot":
+        raise InputError("box_size='snapshot' reads the BoxSize attribute of a Zarr "
+                         "snapshot; the source is an in-memory array: give box_size=L")
     else:
         box = check_box_size(box_size, d)
     vel_name = velocities if isinstance(velocities, str) else None

@@ -4,11 +4,10 @@ An N-body snapshot keeps its particles' positions and velocities as two
 (n, d) arrays of one group (nbodykit's column names are ``Position`` and
 ``Velocity``; Gadget's HDF5 converted to Zarr has
 ``PartType1/Coordinates`` and ``PartType1/Velocities``) and the box as an
-attribute (``BoxSize``).  Here:
+attribute (``BoxSize``, which ``io.checks.source_box_size`` reads).  Here:
 
 * ``position_member``: which array holds the positions when the user names
   only the velocities (the one other (n, d) array, else ``Position``);
-* ``snapshot_box``: the ``BoxSize`` attribute, checked;
 * ``velocities_source`` / ``read_velocities``: the named velocity array,
   checked against the positions' shape, read with the checks of every
   point source (missing chunks, NaN rows).
@@ -19,8 +18,6 @@ import numpy as np
 
 from ..errors import InputError
 
-#: the attribute ``box_size="snapshot"`` reads
-BOX_ATTR = "BoxSize"
 #: the positions of a group with several (n, d) arrays, when none is named
 POSITION = "Position"
 
@@ -80,30 +77,6 @@ def position_member(source, array, columns, velocities, storage_options=None):
     if POSITION in two_d:
         return POSITION
     return None
-
-
-def snapshot_box(source, d: int, storage_options=None):
-    """The ``BoxSize`` attribute of the snapshot group, as (d,) float64.
-
-    Raises
-    ------
-    InputError
-        The source is not a Zarr group, has no ``BoxSize``, or a bad one.
-    """
-    from .fof import check_box_size
-
-    group = _group(source, storage_options)
-    if group is None:
-        raise InputError("box_size='snapshot' reads the BoxSize attribute of a Zarr snapshot "
-                         "group; the source is not one: give box_size=L")
-    attrs = dict(group.attrs)
-    if BOX_ATTR not in attrs:
-        raise InputError(f"{source}: the snapshot has no {BOX_ATTR} attribute (it has "
-                         f"{', '.join(sorted(attrs)) or 'none'}); give box_size=L")
-    try:
-        return check_box_size(attrs[BOX_ATTR], d)
-    except InputError as exc:
-        raise InputError(f"{source}: its {BOX_ATTR} attribute: {exc}") from None
 
 
 def velocities_source(source, name: str, n: int, d: int, storage_options=None):
