@@ -352,6 +352,9 @@ def test_a_group_wider_than_half_the_box():
     dev = image_shifts_xp(np, tree.source, tree.target, tree.weight, pts, np.full(3, box), b,
                           raw)
     np.testing.assert_array_equal(host, dev)
+    np.testing.assert_array_equal(host, image_shifts_any(tree.source, tree.target,
+                                                         tree.weight, pts, np.full(3, box),
+                                                         b, raw))
     assert np.abs(host).max() == 1
     # ... where the nearest image of each member to the group's first
     # member (what the device tries first, and nbodykit's way) is wrong
@@ -372,6 +375,8 @@ def test_device_shifts_equal_host_shifts(seed):
         host = image_shifts(tree.source, tree.target, tree.weight, pts, box, b)
         dev = image_shifts_xp(np, tree.source, tree.target, tree.weight, pts, box, b, raw)
         np.testing.assert_array_equal(host, dev)
+        np.testing.assert_array_equal(
+            host, image_shifts_any(tree.source, tree.target, tree.weight, pts, box, b, raw))
         # only the groups of at least m points: the same shifts there
         keep = (np.bincount(raw) >= 5)[raw]
         some = image_shifts_any(tree.source, tree.target, tree.weight, pts, box, b, raw, 5)

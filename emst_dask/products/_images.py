@@ -11,13 +11,19 @@ nearest image of the member it hangs from, unwraps the group exactly.
 ``image_shifts`` does this walk in any edge order with a union-find whose
 nodes carry their shift relative to their parent ("union-find with
 potentials"); roots are the smallest rows, as in ``_uf.union_min_root``.
+It is sequential and reads memory at random, so the host first does what
+the device does (``products.fof.image_shifts_xp``), in parallel:
+``nearest_image_shifts`` moves every member to its image nearest the
+group's smallest row, ``disagreeing_edges`` finds the edges that this
+does not put at their nearest image (groups wider than half the box), and
+only those groups are walked.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
 @njit(cache=True)
@@ -96,3 +102,49 @@ def image_shifts(source, target, weight, points, box, b):
     for i in range(n):
         _find(parent, off, i, tot)
     return off
+
+
+@njit(parallel=True, cache=True)
+def nearest_image_shifts(points, rows, roots, box):
+    """Each of ``rows`` moved to its image nearest its group's smallest row.
+
+    Parameters
+    ----------
+    points : (n, d) float32 or float64.
+    rows : (k,) int64, the points to shift; roots : (k,) int64, the smallest
+        row of each one's group.
+    box : (d,) float64.
+
+    Returns
+    -------
+    (n, d) int64, 0 for the points not in ``rows``.
+    """
+    n, d = points.shape
+    out = np.zeros((n, d), np.int64)
+    for q in prange(rows.shape[0]):
+        i = rows[q]
+        r = roots[q]
+        for j in range(d):
+            delta = (np.float64(points[i, j]) - np.float64(points[r, j])) / box[j]
+            out[i, j] = -np.int64(math.floor(delta + 0.5))
+    return out
+
+
+@njit(parallel=True, cache=True)
+def disagreeing_edges(source, target, weight, b, keep, points, box, shift):
+    """The edges of weight <= b between kept points whose ends' shifts do not
+    put them at each other's nearest image: (m,) bool."""
+    m = source.shape[0]
+    d = points.shape[1]
+    out = np.zeros(m, np.bool_)
+    for e in prange(m):
+        u = source[e]
+        v = target[e]
+        if not (np.float64(weight[e]) <= b and keep[u]):
+            continue
+        for j in range(d):
+            delta = (np.float64(points[u, j]) - np.float64(points[v, j])) / box[j]
+            t = -np.int64(math.floor(delta + 0.5))
+            if shift[u, j] - shift[v, j] != t:
+                out[e] = True
+    return out

@@ -18,12 +18,13 @@ makes a halo catalogue, on the host (numpy and numba) or on the device
 2. *unwrapping* (periodic box): every member is moved by whole box lengths
    so that its group is one piece (``_images``): along the group's tree
    edges, each of weight <= b < L/2, the nearest image is the neighbour.
-   On the host a union-find with potentials walks the edges; on the device
-   each member is first moved to its image nearest the group's smallest
+   Each member is first moved to its image nearest the group's smallest
    row, every edge is checked to join nearest images, and only the groups
-   where an edge does not (groups wider than half the box) are walked,
-   by hooking and pointer jumping with shifts.  Both are exact: the result
-   is the unwrapping along the tree's edges, whatever the group's extent.
+   where an edge does not (groups wider than half the box) are walked
+   along their edges: on the host by a union-find with potentials, on the
+   device by hooking and pointer jumping with shifts.  Both are exact: the
+   result is the unwrapping along the tree's edges, whatever the group's
+   extent.  Only the groups that can reach ``min_members`` are unwrapped.
 3. *catalogue*: per group the member count, the centre of mass (the mean
    of the unwrapped members, wrapped back into [0, L)) and the mean
    velocity; sums by ``bincount`` in float64 of the displacements from the
@@ -314,6 +315,32 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
     return shift
 
 
+def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
+    """``image_shifts_xp`` with numba kernels: nearest images to the smallest
+    row (parallel), the edges checked (parallel), and the union-find with
+    potentials (``_images.image_shifts``) on the groups where an edge
+    disagrees.  Same arguments and result."""
+    from ._images import disagreeing_edges, image_shifts, nearest_image_shifts
+
+    n = points.shape[0]
+    if n == 0:
+        return np.zeros(points.shape, np.int64)
+    if keep is None:
+        keep = np.ones(n, bool)
+    rows = np.flatnonzero(keep)
+    first = smallest_rows(raw)
+    shift = nearest_image_shifts(points, rows, first[raw[rows]], box)
+    bad = disagreeing_edges(source, target, weight, b, keep, points, box, shift)
+    if bad.any():
+        wide = np.zeros(int(raw.max()) + 1, bool)
+        wide[raw[source[bad]]] = True
+        sel = wide[raw[source]]
+        walked = image_shifts(source[sel], target[sel], weight[sel], points, box, b)
+        members = wide[raw]
+        shift[members] = walked[members]
+    return shift
+
+
 def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1):
     """Image shifts of the points in groups of at least ``min_members`` at
     ``b`` (the others get 0; the groups at smaller lengths are parts of
@@ -324,13 +351,8 @@ def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1)
     if min_members > 1:
         keep = (xp.bincount(raw) >= min_members)[raw]
     if xp is np:
-        from ._images import image_shifts
-
-        if keep is not None:  # fewer unions: the edges of the kept groups
-            inside = keep[source]
-            source, target, weight = source[inside], target[inside], weight[inside]
-        return image_shifts(source, target, weight, points, np.asarray(box, np.float64),
-                            float(b))
+        return image_shifts_host(source, target, weight, points, np.asarray(box, np.float64),
+                                 float(b), raw, keep)
     return image_shifts_xp(xp, source, target, weight, points, xp.asarray(box), float(b), raw,
                            keep)
 
