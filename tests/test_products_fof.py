@@ -503,13 +503,15 @@ def test_command_line(tmp_path):
     bad = CliRunner().invoke(main, ["fof", snap, "-b", "-1", "--out", str(tmp_path / "x.zarr"),
                                     "--in-process"])
     assert bad.exit_code == 2 and "linking_length" in bad.output
-    periodic = CliRunner().invoke(main, ["fof", snap, "-b", "0.2", "-m", "5", "--box-size",
-                                         "snapshot", "--out", str(tmp_path / "p.zarr"),
-                                         "--in-process"])
-    assert periodic.exit_code == 0, periodic.output
-    p = open_fof(str(tmp_path / "p.zarr")).load()
-    assert p.box_size.tolist() == [1.0, 1.0, 1.0]
-    assert_catalogue(p, direct_catalogue(pts, p.linking_length[0], 5, np.ones(3)), np.ones(3))
+    for i, box in enumerate(["snapshot", "1,1,1"]):
+        periodic = CliRunner().invoke(main, ["fof", snap, "-b", "0.2", "-m", "5", "--box-size",
+                                             box, "--out", str(tmp_path / f"p{i}.zarr"),
+                                             "--in-process"])
+        assert periodic.exit_code == 0, periodic.output
+        p = open_fof(str(tmp_path / f"p{i}.zarr")).load()
+        assert p.box_size.tolist() == [1.0, 1.0, 1.0]
+        assert_catalogue(p, direct_catalogue(pts, p.linking_length[0], 5, np.ones(3)),
+                         np.ones(3))
     tree = tmp_path / "tree.zarr"
     emst(pts, backend="cpu", out=str(tree))
     reuse = CliRunner().invoke(main, ["fof", snap, "-b", "0.2", "--min-members", "5",

@@ -17,8 +17,8 @@ def _box(values):
         return None
     if len(values) == 1 and values[0].strip().lower() == "snapshot":
         return "snapshot"
-    try:
-        out = [float(v) for v in values]
+    try:  # "L", "Lx,Ly,Lz", or the option repeated
+        out = [float(v) for text in values for v in text.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--box-size takes numbers (one, or one per axis) or 'snapshot'; got "
                         f"{' '.join(values)}") from None
@@ -32,9 +32,9 @@ def _box(values):
 @click.option("--absolute", is_flag=True,
               help="b in the points' units (default: in units of the mean separation "
                    "(V/n)^(1/d), V the box's volume or the bounding box's)")
-@click.option("--box-size", "box", multiple=True, metavar="L|snapshot",
-              help="the periodic box [0, L): one length, or repeat once per axis; "
-                   "'snapshot' takes the snapshot's BoxSize attribute")
+@click.option("--box-size", "box", multiple=True, metavar="L|Lx,Ly,Lz|snapshot",
+              help="the periodic box [0, L): one length, or one per axis; 'snapshot' "
+                   "takes the snapshot's BoxSize attribute")
 @click.option("--min-members", "-m", default=20, show_default=True, type=int,
               help="the smallest group kept in the catalogue")
 @click.option("--velocities", default=None, metavar="NAME",
