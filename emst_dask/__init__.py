@@ -15,7 +15,7 @@ __version__ = "0.2.0"
 __all__ = ["emst", "SpanningTree", "InputError", "OutputError", "WorkerLost", "__version__",
            "emst_many", "submit", "get_job", "list_jobs", "EmbeddedCluster",
            "open_edges", "read_edges", "EdgeStore", "HDBSCAN", "mst_statistics",
-           "MSTStatistics", "mst_statistics_many"]
+           "MSTStatistics", "mst_statistics_many", "fof", "FoFCatalogue", "open_fof"]
 
 #: imported on first use (distributed is a heavy import)
 _LAZY = {"emst_many": "distributed.batch", "submit": "distributed.service",
@@ -24,7 +24,8 @@ _LAZY = {"emst_many": "distributed.batch", "submit": "distributed.service",
          "read_edges": "io.edge_store", "EdgeStore": "io.edge_store",
          "HDBSCAN": "products.estimator", "mst_statistics": "products.statistics",
          "MSTStatistics": "products.statistics",
-         "mst_statistics_many": "distributed.realisations"}
+         "mst_statistics_many": "distributed.realisations", "fof": "products.fof",
+         "FoFCatalogue": "products.catalogue", "open_fof": "products.catalogue"}
 
 
 def __getattr__(name):

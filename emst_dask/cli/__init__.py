@@ -10,6 +10,7 @@
     emst-dask cut EDGES --linking-length B [-b B ...] --out LABELS
     emst-dask linkage EDGES --out Z.npy
     emst-dask plot-clusters LABELS --points SOURCE --out clusters.png
+    emst-dask fof SOURCE [-b B ...] [--box-size L|snapshot] [--velocities NAME] --out HALOS.zarr
     emst-dask stats EDGES --points SOURCE [--box-size L] [--plot stats.png] [--out STATS.npz]
 
 Commands call the API and the service; ``errors`` turns what they raise
@@ -57,6 +58,7 @@ def main():
     """Exact Euclidean minimum spanning trees (single-tree Borůvka)."""
 
 
+from . import fof as _fof  # noqa: E402,F401
 from . import products as _products  # noqa: E402,F401
 from . import run as _run  # noqa: E402,F401  (registers the commands)
 from . import stats as _stats  # noqa: E402,F401

@@ -5,7 +5,9 @@ noise), and for HDBSCAN* ``probabilities`` and ``outlier_scores`` (n,)
 float64, the condensed tree as four arrays ``condensed/parent``,
 ``condensed/child``, ``condensed/child_size`` (int64) and
 ``condensed/lambda_val`` (float64), and ``persistence`` (per cluster); for
-friends-of-friends cuts ``labels`` is (K, n), one row per linking length.
+friends-of-friends cuts ``labels`` is (K, n), one row per linking length
+(and a friends-of-friends catalogue adds ``catalogue/<k>/...``: see
+``emst_dask.products.catalogue``).
 Attributes: ``format``, ``kind`` ("hdbscan" or "fof"), ``n``, the
 parameters, ``input``, ``version``, and ``complete`` last.  Written like an
 edge store (``emst_dask.io.output``): aside, checksummed, moved into place
@@ -27,15 +29,17 @@ from .paths import is_pathlike, local_path
 CHUNK_ROWS = 1 << 20
 
 
-def _write_array(group, name, data, zarr_format):
+def _write_array(group, name, data, zarr_format, chunks=None):
     data = np.ascontiguousarray(data)
-    chunks = (max(1, min(CHUNK_ROWS, data.shape[-1])),) if data.ndim == 1 else \
-        (1, max(1, min(CHUNK_ROWS, data.shape[-1])))
+    if chunks is None:
+        chunks = (max(1, min(CHUNK_ROWS, data.shape[-1])),) if data.ndim == 1 else \
+            (1, max(1, min(CHUNK_ROWS, data.shape[-1])))
     z = create_array(group, name, data.shape, chunks, data.dtype, zarr_format)
     z[...] = data
 
 
-def write_clusters(output, arrays: dict, attrs: dict, **output_options):
+def write_clusters(output, arrays: dict, attrs: dict, *, chunks: dict | None = None,
+                   **output_options):
     """Write a cluster store.
 
     Parameters
@@ -48,6 +52,9 @@ def write_clusters(output, arrays: dict, attrs: dict, **output_options):
         (the condensed tree's ``condensed/parent``, ...).
     attrs : dict
         ``kind``, ``n``, the parameters, ``input``.
+    chunks : dict of name -> chunk shape, optional
+        For arrays not chunked like labels (a friends-of-friends catalogue's
+        (G, d) rows); the others: whole rows of up to ``CHUNK_ROWS``.
 
     Returns
     -------
@@ -62,7 +69,7 @@ def write_clusters(output, arrays: dict, attrs: dict, **output_options):
 
     def fill(group):
         for name, data in arrays.items():
-            _write_array(group, name, data, output.zarr_format)
+            _write_array(group, name, data, output.zarr_format, (chunks or {}).get(name))
         group.attrs.update(attrs)
         group.attrs["complete"] = True
 

@@ -1,0 +1,296 @@
+"""Friends-of-friends catalogue jobs on Dask workers (``emst_dask.fof`` with
+a snapshot, a client or the embedded cluster).
+
+A job is two tasks on one worker, like an EMST job (``job``):
+
+1. ``emst-read-<token>-<name>``: the positions staged in host or device
+   memory, every block checked, the box taken (lengths, or the snapshot's
+   ``BoxSize``) and the points checked against it (``job.read``, as for
+   every job); for a snapshot the client could not list, the position
+   array is chosen here;
+2. ``emst-fof-<token>-<name>``: the velocities read (a named array of the
+   snapshot) or taken (scattered), the absolute lengths, then the periodic tree
+   (``engine.spanning_tree``), the labels and the catalogue
+   (``products.fof``), written as a Zarr group complete or absent
+   (``products.catalogue``): the client gets a ``FoFStore`` handle, or,
+   without ``out=``, the ``FoFCatalogue`` (host arrays).
+
+Points, tree and labels never leave the worker.  The client checks what it
+can see before any task: the parameters, the source and its member, the
+velocity array's shape, the ``BoxSize`` attribute, the output.  What only
+the data show (a point outside the box, a bounding box of zero volume, NaN
+velocities) is refused by the worker before the tree is computed.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.checks import check_backend
+from ..io.source import is_in_memory
+from .faults import lost_error, refusing, unwrap
+from .job import DeferredSource, JobSpec, Reporter, _reported, done, read
+from .worker import apply_settings
+
+
+@dataclass
+class FoFJob:
+    """The friends-of-friends part of a job (what travels beside its ``JobSpec``).
+
+    Attributes
+    ----------
+    values : (K,) float64, the linking lengths as given.
+    single : bool, one length given.
+    relative : bool
+    min_members : int
+    velocities : PointSource, DeferredSource or None
+        A velocity array of the snapshot, read on the worker; None when
+        there are none or when they are scattered (an extra task argument).
+    velocities_name : str or None
+        The array name of the velocities, for a snapshot the worker must
+        choose the positions of.
+    velocities_label : str or None
+        What the store records about the velocities.
+    """
+
+    values: Any
+    single: bool
+    relative: bool
+    min_members: int
+    velocities: Any = None
+    velocities_name: str | None = None
+    velocities_label: str | None = None
+
+
+# --------------------------------------------------------------------------
+# on the client
+# --------------------------------------------------------------------------
+def prepare_fof(source, values, single, relative, box_size, min_members, velocities, *,
+                out, overwrite, columns, array, backend, name=None, storage_options=None,
+                out_storage_options=None, zarr_format=3, threads=None, remote_ok=False):
+    """Check a friends-of-friends job on the client; nothing is read.
+
+    Returns
+    -------
+    prepared : service.Prepared (its spec's ``clusters_output`` is ``out``)
+    job : FoFJob
+    scattered_velocities : (n, d) numpy array or None
+    """
+    from ..io.paths import is_pathlike, local_path
+    from ..products.catalogue import check_catalogue_output
+    from ..products.fof import check_velocities
+    from ..products.snapshots import position_member, velocities_source
+    from .service import prepare
+
+    check_backend(backend)
+    loc = local_path(source) if is_pathlike(source) else None
+    remote = loc is not None and remote_ok and not os.path.exists(loc)
+    if not remote:
+        array = position_member(source, array, columns, velocities, storage_options)
+    # the box as every job takes it: lengths, or "snapshot" (the BoxSize
+    # attribute, read here when the client sees the snapshot, else by the worker)
+    prep = prepare(source, out=None, name=name, min_samples=1, backend=backend,
+                   columns=columns, array=array, overwrite=overwrite,
+                   storage_options=storage_options, out_storage_options=out_storage_options,
+                   zarr_format=zarr_format, threads=threads, remote_ok=remote_ok,
+                   clusters_out=out, box_size=box_size)
+    check_catalogue_output(prep.spec.clusters_output)
+    spec = prep.spec
+    deferred = isinstance(spec.source, DeferredSource)
+    n, d = (None, None) if deferred else (spec.source.n, spec.source.d)
+    job = FoFJob(values, single, relative, min_members)
+    scattered = None
+    if isinstance(velocities, str):
+        job.velocities_name = job.velocities_label = velocities
+        if deferred:
+            job.velocities = DeferredSource(loc, velocities, None, storage_options)
+        else:
+            job.velocities = velocities_source(source, velocities, n, d, storage_options)
+    elif velocities is not None:
+        if type(velocities).__module__.startswith("cupy"):
+            velocities = velocities.get()
+        scattered = np.asarray(velocities)
+        if not deferred:
+            scattered = check_velocities(scattered, n, d)
+        job.velocities_label = "array"
+    return prep, job, scattered
+
+
+# --------------------------------------------------------------------------
+# on the worker
+# --------------------------------------------------------------------------
+def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, report):
+    """The catalogue of the staged points (checked in the box ``box`` by
+    ``job.read``); written when the job has an output.
+
+    Returns
+    -------
+    FoFStore (with an output) or FoFCatalogue (host arrays).
+    """
+    from ..engine import spanning_tree
+    from ..products.catalogue import write_fof
+    from ..products.fof import absolute_lengths, catalogue_of_tree, check_velocities
+
+    n, d = points.shape
+    if job.velocities is not None:
+        src = job.velocities
+        if isinstance(src, DeferredSource):
+            src = src.resolve()
+        if (src.n, src.d) != (n, d):
+            raise InputError(f"velocities {src.where} has shape ({src.n}, {src.d}); the "
+                             f"positions are ({n}, {d})")
+        velocities = src.read_all()
+    elif velocities is not None:
+        velocities = check_velocities(np.asarray(velocities), n, d)
+    lengths = absolute_lengths(np.asarray(job.values, np.float64), job.relative, points, box)
+    report("tree")
+    t0 = time.perf_counter()
+    tree = spanning_tree(points, 1, spec.backend, box_size=box, progress=report)
+    timings = {"read": float(read_seconds), "tree": time.perf_counter() - t0}
+    report("fof")
+    cat = catalogue_of_tree(points, tree, lengths, job.single, job.min_members, box,
+                            velocities, relative=job.relative, given=job.values,
+                            timings=timings)
+    if spec.clusters_output is not None:
+        res = write_fof(spec.clusters_output, cat, input=spec.input,
+                        velocities=job.velocities_label, job=spec.name)
+    else:
+        res = cat.to_host()
+    done(spec, report, tree)
+    return res
+
+
+def _choose_positions(spec: JobSpec, job: FoFJob):
+    """A snapshot the client could not list: its position array, chosen here."""
+    src = spec.source
+    if isinstance(src, DeferredSource) and src.array is None and src.columns is None:
+        from ..products.snapshots import position_member
+
+        src.array = position_member(src.path, None, None, job.velocities_name,
+                                    src.storage_options)
+
+
+@refusing
+def fof_read_task(spec: JobSpec, job: FoFJob, *blocks):
+    """The read task: the positions staged (``job.read``); (array, seconds, box)."""
+    apply_settings()
+    report = Reporter(spec)
+
+    def run():
+        _choose_positions(spec, job)
+        return read(spec, blocks, report)
+
+    return _reported(report, run)
+
+
+@refusing
+def fof_task(spec: JobSpec, job: FoFJob, staged, velocities=None):
+    """The friends-of-friends task: tree, labels, catalogue, store."""
+    apply_settings()
+    report = Reporter(spec)
+
+    def run():
+        points, seconds, box = staged
+        return compute(spec, job, points, seconds, box, velocities, report)
+
+    return _reported(report, run)
+
+
+# --------------------------------------------------------------------------
+# the call
+# --------------------------------------------------------------------------
+def fof_service(source, values, single, relative, box_size, min_members, velocities, *,
+                backend="auto", client=None, out=None, overwrite=False, columns=None,
+                array=None, progress=None, name=None, storage_options=None,
+                out_storage_options=None, zarr_format=3, threads=None, timeout=None):
+    """``emst_dask.fof`` on a Dask worker (or, with ``client=False``, here
+    through the same phases).  Parameters checked by ``products.fof.fof``.
+
+    Returns
+    -------
+    FoFStore with ``out``, else FoFCatalogue (host arrays).
+    """
+    from .client import client_for, pick_worker, workers_may_see_other_files
+    from .service import cleanup, progress_callback
+
+    if client is None and is_in_memory(source):
+        client = False
+    options = dict(out=out, overwrite=overwrite, columns=columns, array=array, backend=backend,
+                   name=name, storage_options=storage_options,
+                   out_storage_options=out_storage_options, zarr_format=zarr_format,
+                   threads=threads)
+    args = (source, values, single, relative, box_size, min_members, velocities)
+    if client is None:  # check before an embedded cluster is started for nothing
+        prepare_fof(*args, **options)
+    with client_for(client, inline_ok=True, backend=backend) as cl:
+        prep, job, scattered = prepare_fof(*args, remote_ok=workers_may_see_other_files(cl),
+                                           **options)
+        spec = prep.spec
+        callback, bar = progress_callback(progress, spec.name)
+        try:
+            if cl is None:
+                return _run_inline(prep, job, scattered, callback)
+            return _run_on(cl, prep, job, scattered, callback, pick_worker(cl), timeout)
+        finally:
+            cleanup(cl, spec)
+            if bar:
+                bar.close()
+
+
+def _run_inline(prep, job, scattered, callback):
+    spec = prep.spec
+    blocks = []
+    if prep.scattered:
+        blocks = [prep.data.data]
+    elif spec.from_blocks:  # a dask array, computed here
+        spec.source, spec.from_blocks = prep.data, False
+    report = Reporter(spec, callback=callback, on_worker=False)
+
+    def run():
+        _choose_positions(spec, job)
+        staged, seconds, box = read(spec, blocks, report)
+        return compute(spec, job, staged, seconds, box, scattered, report)
+
+    return _reported(report, run)
+
+
+def _run_on(cl, prep, job, scattered, callback, worker, timeout):
+    from ..progress import Relay
+    from .service import _block_args
+
+    spec = prep.spec
+    kw = dict(pure=False, workers=[worker], allow_other_workers=True) if worker \
+        else dict(pure=False)
+    relay = Relay(cl, spec.topic, callback) if callback else None
+    try:
+        blocks = _block_args(cl, prep, worker)
+        extra = [] if scattered is None else \
+            [cl.scatter(scattered, workers=[worker] if worker else None, hash=False)]
+        staged = cl.submit(fof_read_task, spec, job, *blocks, key=spec.key("read"),
+                           priority=0, **kw)
+        fut = cl.submit(fof_task, spec, job, staged, *extra, key=spec.key("fof"), priority=1,
+                        **kw)
+        try:
+            res = unwrap(fut.result(timeout=timeout))
+        except InputError:
+            raise
+        except BaseException as exc:
+            fut.cancel()
+            lost = lost_error(spec.name, spec.clusters_output, exc)
+            if lost is not None:
+                raise lost from exc
+            raise
+        if relay:
+            relay.wait_done()
+        return res
+    finally:
+        if relay:
+            relay.close()
+
+
+__all__ = ["FoFJob", "prepare_fof", "fof_service", "fof_read_task", "fof_task", "compute"]

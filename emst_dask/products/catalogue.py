@@ -1,0 +1,325 @@
+"""Friends-of-friends halo catalogues: the result type and its Zarr group.
+
+``FoFCatalogue`` holds what ``emst_dask.fof`` computes: the group of every
+point at one or several linking lengths, and per length one row per group
+(member count, centre of mass, mean velocity).  ``FoFCatalogue.to_zarr``
+writes it as a cluster store (``emst_dask.io.cluster_store``) of kind
+"fof", complete or absent; ``FoFStore`` is the small handle of such a
+store (what a job with ``out=`` returns) and ``open_fof`` opens one.
+
+Layout of the group::
+
+    labels                  (n,) int64, or (K, n) for K linking lengths
+    catalogue/<k>/length    (G_k,) int64      member count
+    catalogue/<k>/position  (G_k, d) float64  centre of mass
+    catalogue/<k>/velocity  (G_k, d) float64  mean velocity (when given)
+
+with k = 0 .. K-1 in the order the lengths were given, and the attributes
+``kind`` ("fof"), ``n``, ``d``, ``linking_length`` (the absolute lengths),
+``linking_length_given``, ``relative``, ``box_size`` (a list, or None),
+``min_members``, ``n_groups`` (per length), ``velocities`` (where they came
+from, or None), ``input``, ``format``, ``version`` and ``complete``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+#: rows per chunk of the catalogue arrays
+CATALOGUE_ROWS = 1 << 18
+
+
+def _host(a):
+    if a is None or isinstance(a, np.ndarray):
+        return a
+    return a.get()  # cupy
+
+
+@dataclass
+class FoFCatalogue:
+    """Friends-of-friends groups and their catalogue.
+
+    Attributes
+    ----------
+    labels : (n,) int64, or (K, n) int64 for a sequence of K lengths
+        The group of every point, -1 for points in no group of at least
+        ``min_members`` members.  Groups are numbered 0, 1, ... by
+        decreasing member count, ties by their smallest row.
+    linking_length : (K,) float64
+        The absolute linking lengths, in the order given.
+    length : (G,) int64, or a list of K such arrays
+        Member count of every group (nbodykit's ``Length``), decreasing.
+    position : (G, d) float64, or a list of K
+        Centre of mass (nbodykit's ``CMPosition``): the mean of the members
+        unwrapped across the periodic faces, wrapped back into [0, L).
+    velocity : (G, d) float64, a list of K, or None
+        Mean velocity of the members (nbodykit's ``CMVelocity``), when
+        velocities were given.
+    box_size : (d,) float64 or None
+        The periodic box, or None.
+    min_members : int
+    relative : bool
+        Whether ``linking_length_given`` is in units of the mean separation.
+    linking_length_given : (K,) float64
+        The linking lengths as given.
+    timings : dict
+        Seconds per phase (``tree``, ``labels``, ``unwrap``, ``catalogue``).
+
+    The arrays are numpy, or cupy when the computation ran on a GPU in
+    this process (``to_host`` brings them to numpy).
+    """
+
+    labels: Any
+    linking_length: np.ndarray
+    length: Any
+    position: Any
+    velocity: Any = None
+    box_size: Any = None
+    min_members: int = 20
+    relative: bool = True
+    linking_length_given: Any = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def single(self) -> bool:
+        """True when one linking length was given (then ``labels`` is (n,))."""
+        return self.labels.ndim == 1
+
+    @property
+    def n_points(self) -> int:
+        """n, the number of points."""
+        return int(self.labels.shape[-1])
+
+    @property
+    def n_groups(self):
+        """Number of groups: an int, or a list of K ints."""
+        counts = [int(len(x)) for x in self._per_length(self.length)]
+        return counts[0] if self.single else counts
+
+    def _per_length(self, a):
+        return [a] if self.single else list(a)
+
+    def groups(self, k: int = 0) -> dict:
+        """The catalogue at the k-th linking length.
+
+        Returns
+        -------
+        dict
+            ``length`` (G,) int64, ``position`` (G, d) float64, ``velocity``
+            (G, d) float64 or None, ``labels`` (n,) int64 and
+            ``linking_length`` (float, absolute).
+        """
+        K = len(self.linking_length)
+        if not -K <= k < K:
+            raise IndexError(f"linking length {k} of {K}")
+        k %= K
+        vel = None if self.velocity is None else self._per_length(self.velocity)[k]
+        return {"length": self._per_length(self.length)[k],
+                "position": self._per_length(self.position)[k], "velocity": vel,
+                "labels": self.labels if self.single else self.labels[k],
+                "linking_length": float(self.linking_length[k])}
+
+    def summary(self) -> list:
+        """Per linking length: ``linking_length`` (absolute), ``groups``,
+        ``largest`` (member count, 0 without groups) and ``fraction`` (of the
+        points in groups)."""
+        return _summary(self.linking_length, [_host(x) for x in self._per_length(self.length)],
+                        self.n_points)
+
+    def to_host(self) -> "FoFCatalogue":
+        """The same catalogue with numpy arrays."""
+        def h(a):
+            return [_host(x) for x in a] if isinstance(a, list) else _host(a)
+
+        return FoFCatalogue(_host(self.labels), np.asarray(self.linking_length),
+                            h(self.length), h(self.position), h(self.velocity),
+                            self.box_size, self.min_members, self.relative,
+                            self.linking_length_given, dict(self.timings))
+
+    def arrays(self) -> dict:
+        """The store's arrays (numpy) by name (see the module docstring)."""
+        out = {"labels": _host(self.labels)}
+        lengths = self._per_length(self.length)
+        positions = self._per_length(self.position)
+        velocities = None if self.velocity is None else self._per_length(self.velocity)
+        for k in range(len(lengths)):
+            out[f"catalogue/{k}/length"] = _host(lengths[k])
+            out[f"catalogue/{k}/position"] = _host(positions[k])
+            if velocities is not None:
+                out[f"catalogue/{k}/velocity"] = _host(velocities[k])
+        return out
+
+    def attrs(self, **extra) -> dict:
+        """The store's attributes (JSON values)."""
+        box = None if self.box_size is None else [float(x) for x in self.box_size]
+        given = self.linking_length if self.linking_length_given is None \
+            else self.linking_length_given
+        n_groups = self.n_groups
+        return dict(kind="fof", n=self.n_points, d=int(self._per_length(self.position)[0].shape[1]),
+                    linking_length=[float(x) for x in self.linking_length],
+                    linking_length_given=[float(x) for x in np.ravel(given)],
+                    relative=bool(self.relative), box_size=box,
+                    min_members=int(self.min_members),
+                    n_groups=[n_groups] if self.single else n_groups, single=self.single,
+                    velocities=extra.pop("velocities", self.velocity is not None or None),
+                    **extra)
+
+    def to_zarr(self, out, *, overwrite: bool = False, input: str = "points",
+                velocities=None, **output_options) -> "FoFStore":
+        """Write the catalogue as a Zarr group, complete or absent.
+
+        Parameters
+        ----------
+        out : path, URL or zarr store (not ``.npy``: the catalogue is a group)
+        overwrite : bool
+            Replace a cluster store this package wrote (nothing else).
+        input : str
+            What the store records as its input.
+        velocities : str, optional
+            Where the velocities came from (recorded as an attribute).
+        **output_options : for ``emst_dask.io.resolve_output`` (``zarr_format``,
+            ``storage_options``).
+
+        Returns
+        -------
+        FoFStore
+        """
+        from ..io.output import Output, resolve_output
+
+        output = out if isinstance(out, Output) else \
+            resolve_output(out, overwrite=overwrite, contents="clusters", **output_options)
+        return write_fof(output, self, input=input, velocities=velocities)
+
+
+def check_catalogue_output(output):
+    """Refuse an ``.npy`` output: the catalogue is a Zarr group."""
+    if output is not None and getattr(output, "kind", None) == "npy":
+        raise InputError(f"{output}: a friends-of-friends catalogue is a Zarr group of "
+                         "labels and catalogue arrays; give a directory name such as "
+                         "HALOS.zarr, not .npy")
+    return output
+
+
+def write_fof(output, cat: FoFCatalogue, *, input: str, velocities=None, **extra) -> "FoFStore":
+    """Write ``cat`` to the checked ``Output`` (a cluster store of kind "fof").
+
+    Returns
+    -------
+    FoFStore
+    """
+    from ..io.cluster_store import write_clusters
+
+    check_catalogue_output(output)
+    arrays = cat.arrays()
+    chunks = {name: (max(1, min(CATALOGUE_ROWS, a.shape[0])),) + a.shape[1:]
+              for name, a in arrays.items() if name.startswith("catalogue/")}
+    attrs = cat.attrs(input=input, velocities=velocities if velocities is not None
+                      else (cat.velocity is not None or None), **extra)
+    path = write_clusters(output, arrays, attrs, chunks=chunks)
+    from .. import __version__
+
+    return FoFStore(str(path), dict(attrs, version=__version__, complete=True))
+
+
+@dataclass
+class FoFStore:
+    """A friends-of-friends catalogue on disk (what a job with ``out=`` returns).
+
+    Attributes
+    ----------
+    path : str
+    attrs : dict
+        The store's attributes (``n``, ``linking_length``, ``n_groups``, ...).
+    """
+
+    path: str
+    attrs: dict
+
+    @property
+    def n_groups(self):
+        """Number of groups: an int, or a list of K ints for several lengths."""
+        g = list(self.attrs.get("n_groups") or [])
+        return g[0] if self.attrs.get("single", len(g) == 1) else g
+
+    def summary(self) -> list:
+        """As ``FoFCatalogue.summary``, from the member counts alone."""
+        import zarr
+
+        group = zarr.open_group(self.path, mode="r")
+        b = self.attrs["linking_length"]
+        return _summary(b, [np.asarray(group[f"catalogue/{k}/length"][...])
+                            for k in range(len(b))], int(self.attrs["n"]))
+
+    def load(self) -> FoFCatalogue:
+        """The whole catalogue, read back (numpy arrays)."""
+        import zarr
+
+        from ..io.cluster_store import read_clusters
+
+        got = read_clusters(self.path)
+        a = got["attrs"]
+        labels = got["labels"]
+        group = zarr.open_group(self.path, mode="r")
+        length, position, velocity = [], [], []
+        for k in range(len(a["linking_length"])):
+            sub = group[f"catalogue/{k}"]
+            length.append(np.asarray(sub["length"][...]))
+            position.append(np.asarray(sub["position"][...]))
+            velocity.append(np.asarray(sub["velocity"][...]) if "velocity" in sub else None)
+        single = labels.ndim == 1
+        if any(v is None for v in velocity):
+            velocity = None
+        elif single:
+            velocity = velocity[0]
+        box = None if a.get("box_size") is None else np.asarray(a["box_size"], np.float64)
+        return FoFCatalogue(labels, np.asarray(a["linking_length"], np.float64),
+                            length[0] if single else length,
+                            position[0] if single else position, velocity, box,
+                            int(a["min_members"]), bool(a["relative"]),
+                            np.asarray(a["linking_length_given"], np.float64))
+
+    def __repr__(self):
+        return f"FoFStore({self.path!r}, n={self.attrs.get('n')}, n_groups={self.n_groups})"
+
+
+def _summary(lengths, counts, n) -> list:
+    return [{"linking_length": float(b), "groups": int(len(c)),
+             "largest": int(c[0]) if len(c) else 0,
+             "fraction": float(c.sum()) / n if n else 0.0} for b, c in zip(lengths, counts)]
+
+
+def open_fof(path) -> FoFStore:
+    """Open a friends-of-friends catalogue store written by this package.
+
+    Raises
+    ------
+    InputError
+        Not a complete cluster store, or not of kind "fof".
+    """
+    from ..io.output import CLUSTER_FORMAT, zarr_group_attrs
+    from ..io.paths import is_pathlike, local_path
+
+    loc = local_path(path) if is_pathlike(path) else None
+    shown = loc or str(path)
+    if loc is not None and not os.path.exists(loc):
+        raise InputError(f"{loc}: no such catalogue")
+    attrs = zarr_group_attrs(loc) if loc is not None else None
+    if attrs is None:
+        import zarr
+
+        try:
+            attrs = dict(zarr.open_group(loc or path, mode="r").attrs)
+        except Exception as exc:
+            raise InputError(f"{shown}: not a friends-of-friends catalogue "
+                             f"({type(exc).__name__}: {exc})") from None
+    if attrs.get("format") != CLUSTER_FORMAT or attrs.get("kind") != "fof":
+        raise InputError(f"{shown}: not an emst-dask friends-of-friends catalogue")
+    if attrs.get("complete") is not True:
+        raise InputError(f"{shown}: incomplete catalogue: the job that wrote it failed or "
+                         "is still running")
+    return FoFStore(str(loc or path), attrs)

@@ -1,0 +1,710 @@
+"""Friends-of-friends halo catalogues (``emst_dask.fof``).
+
+The friends-of-friends (FoF) groups at linking length b are the connected
+components of the graph joining every two points at distance <= b; in a
+periodic box the distance is the minimum-image one.  On a minimum spanning
+tree they are the components of the tree's edges of weight <= b
+(``products.cuts``), so one tree gives the groups at every b, and several
+lengths at once cost one pass over the edges.
+
+From the tree's raw groups (numbered by their smallest row) this module
+makes a halo catalogue, on the host (numpy and numba) or on the device
+(CuPy, whole-array operations that also run with numpy):
+
+1. *labels*: groups of fewer than ``min_members`` points are dropped
+   (label -1); the others are numbered 0, 1, ... by decreasing member
+   count, ties by their smallest row.  The partition never depends on the
+   row order; the numbering only through those ties.
+2. *unwrapping* (periodic box): every member is moved by whole box lengths
+   so that its group is one piece (``_images``): along the group's tree
+   edges, each of weight <= b < L/2, the nearest image is the neighbour.
+   Each member is first moved to its image nearest the group's smallest
+   row, every edge is checked to join nearest images, and only the groups
+   where an edge does not (groups wider than half the box) are walked
+   along their edges: on the host by a union-find with potentials, on the
+   device by hooking and pointer jumping with shifts.  Both are exact: the
+   result is the unwrapping along the tree's edges, whatever the group's
+   extent.  Only the groups that can reach ``min_members`` are unwrapped.
+3. *catalogue*: per group the member count, the centre of mass (the mean
+   of the unwrapped members, wrapped back into [0, L)) and the mean
+   velocity; sums by ``bincount`` in float64 of the displacements from the
+   group's smallest row, so that the centre keeps the precision of the
+   coordinates.  (On the device the sums are atomic additions, in no fixed
+   order: the last bits of a centre may differ from run to run; labels and
+   lengths never do.)
+
+The convention is nbodykit's (``nbodykit.algorithms.fof.FOF``): the
+linking length relative to the mean separation (V / n)^(1/d), the centre
+of mass unwrapped across the faces, the catalogue sorted by decreasing
+length.  ``fof``'s docstring lists the differences.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+
+import numpy as np
+
+from ..errors import InputError
+from .catalogue import FoFCatalogue, check_catalogue_output
+from .cuts import _scatter_min, check_lengths, fof_labels
+from .order import array_module
+
+
+# --------------------------------------------------------------------------
+# checks (all before any work)
+# --------------------------------------------------------------------------
+def check_linking_lengths(linking_length):
+    """The linking lengths as a (K,) float64 array, and whether one was given.
+
+    Raises
+    ------
+    InputError
+        Not a real number, NaN, inf, <= 0, an empty sequence.
+    """
+    try:
+        values, single = check_lengths(linking_length)
+    except InputError:
+        values = None
+    if values is None or not (np.isfinite(values).all() and (values > 0).all()):
+        raise InputError(f"linking_length must be a finite number > 0 (or a sequence of "
+                         f"them); got {linking_length!r}")
+    if values.size == 0:
+        raise InputError("linking_length: give at least one length")
+    return values, single
+
+
+def check_min_members(min_members) -> int:
+    """``min_members`` as an int >= 1."""
+    if isinstance(min_members, (bool, np.bool_)) or not isinstance(min_members, numbers.Integral) \
+            or min_members < 1:
+        raise InputError(f"min_members must be an integer >= 1, got {min_members!r}")
+    return int(min_members)
+
+
+def check_box_size(box_size, d: int):
+    """The periodic box as (d,) float64, or None (``io.checks.check_box_size``,
+    the package's one check; "snapshot" is resolved by the caller)."""
+    from ..io.checks import check_box_size as check
+
+    if isinstance(box_size, str):
+        raise InputError(f"box_size must be a number, d numbers or None; got {box_size!r} "
+                         "('snapshot' takes the BoxSize attribute of a Zarr snapshot)")
+    return check(box_size, d)
+
+
+def check_in_box(points, box):
+    """Refuse a point outside [0, L) on some axis, naming the first such row
+    (``io.checks.check_in_box``)."""
+    from ..io.checks import check_in_box as check
+
+    check(points, None if box is None else np.asarray(box, np.float64))
+
+
+def mean_separation(points, box):
+    """(V / n)^(1/d): V the box's volume, or that of the points' bounding box.
+
+    Raises
+    ------
+    InputError
+        No points, or a bounding box of zero extent along some axis.
+    """
+    n, d = points.shape
+    if n == 0:
+        raise InputError("relative=True takes the mean separation (V / n)^(1/d), and there "
+                         "are no points; give absolute lengths (relative=False)")
+    if box is not None:
+        volume = float(np.prod(box))
+    else:
+        lo = np.asarray(_host(points.min(axis=0)), np.float64)
+        hi = np.asarray(_host(points.max(axis=0)), np.float64)
+        extent = hi - lo
+        flat = np.flatnonzero(extent <= 0)
+        if flat.size:
+            j = int(flat[0])
+            raise InputError(
+                f"relative=True without a box takes the volume of the points' bounding "
+                f"box, which is 0: every point has coordinate {j} equal to "
+                f"{float(lo[j])!r}; give box_size=, or absolute lengths (relative=False)")
+        volume = float(np.prod(extent))
+    return (volume / n) ** (1.0 / d)
+
+
+def absolute_lengths(values, relative, points, box):
+    """The absolute linking lengths (K,) float64, checked against the box.
+
+    Raises
+    ------
+    InputError
+        No volume to take (``mean_separation``), or a length >= half the
+        box on some axis (the minimum image, and the unwrapping of the
+        groups, need b < L/2).
+    """
+    b = values * mean_separation(points, box) if relative else values.copy()
+    if box is not None:
+        half = float(np.min(box)) / 2
+        if float(b.max()) >= half:
+            raise InputError(
+                f"linking length {float(b.max())!r} (absolute) is not below half the "
+                f"smallest box length ({half!r}): the minimum image, and the unwrapping of "
+                "the groups across the faces, need b < L/2")
+    return b
+
+
+def check_velocities(velocities, n: int, d: int):
+    """Velocities as an (n, d) array (numpy or cupy), finite.
+
+    Raises
+    ------
+    InputError
+        Another shape, a non-numeric dtype, NaN or inf (naming the row).
+    """
+    xp = array_module(velocities)
+    v = velocities if xp is not np else np.asarray(velocities)
+    if v.dtype.kind not in "iuf":
+        raise InputError(f"velocities must be real numbers; got dtype {v.dtype}")
+    if v.shape != (n, d):
+        raise InputError(f"velocities must have shape (n, d) = ({n}, {d}), one row per "
+                         f"point; got {tuple(v.shape)}")
+    if v.size and not bool(xp.isfinite(v).all()):  # rows only when something is wrong
+        bad = ~xp.isfinite(v).all(axis=1)
+        if bool(bad.any()):
+            raise InputError(f"velocities row {int(xp.argmax(bad))} is NaN or inf "
+                             f"({int(bad.sum())} row(s))")
+    return v
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+# --------------------------------------------------------------------------
+# the algorithm
+# --------------------------------------------------------------------------
+def group_labels(raw, min_members):
+    """Labels of the groups of at least ``min_members`` points.
+
+    Parameters
+    ----------
+    raw : (n,) int64 numpy or cupy array
+        Raw groups numbered 0 .. C-1 by their smallest row (``fof_labels``).
+    min_members : int >= 1
+
+    Returns
+    -------
+    labels : (n,) int64, -1 for points of smaller groups, else 0 .. G-1 by
+        decreasing member count, ties by smallest row.
+    kept : (G,) int64, the raw group of each label.
+    length : (G,) int64, member counts.
+    """
+    xp = array_module(raw)
+    n = raw.shape[0]
+    C = int(raw.max()) + 1 if n else 0
+    sizes = xp.bincount(raw, minlength=C) if n else xp.zeros(0, xp.int64)
+    ids = xp.flatnonzero(sizes >= min_members)
+    # the raw ids increase with the smallest row: a stable order by size
+    order = xp.lexsort(xp.stack([ids, -sizes[ids].astype(xp.int64)]))
+    kept = ids[order].astype(xp.int64)
+    rank = xp.full(C, -1, xp.int64)
+    rank[kept] = xp.arange(kept.shape[0], dtype=xp.int64)
+    return rank[raw], kept, sizes[kept].astype(xp.int64)
+
+
+def smallest_rows(raw, C=None):
+    """(C,) int64: the smallest row of each raw group."""
+    xp = array_module(raw)
+    n = raw.shape[0]
+    C = (int(raw.max()) + 1 if n else 0) if C is None else C
+    first = xp.full(C, n, xp.int64)
+    if n:
+        _scatter_min(xp, first, raw, xp.arange(n, dtype=xp.int64))
+    return first
+
+
+def _edge_images(xp, points, u, v, box):
+    """(m, d) int64 per edge: u + box * t is the image of u nearest v."""
+    t = xp.empty((u.shape[0], points.shape[1]), xp.int64)
+    for j in range(points.shape[1]):
+        delta = (points[u, j].astype(xp.float64) - points[v, j].astype(xp.float64)) / box[j]
+        t[:, j] = -xp.floor(delta + 0.5).astype(xp.int64)
+    return t
+
+
+def _hooked_shifts(xp, u, v, t, p):
+    """Shifts of p nodes joined by edges (u, v) with edge images t, each
+    relative to the smallest node of its component: hooking of roots under
+    smaller roots (one chosen edge per hooked root) and pointer jumping,
+    both carrying the shift of a node relative to its parent."""
+    d = t.shape[1]
+    label = xp.arange(p, dtype=xp.int64)
+    off = xp.zeros((p, d), xp.int64)
+    while u.shape[0]:
+        lu, lv = label[u], label[v]
+        apart = lu != lv
+        if not bool(apart.any()):
+            break
+        u, v, t, lu, lv = u[apart], v[apart], t[apart], lu[apart], lv[apart]
+        hi, lo = xp.maximum(lu, lv), xp.minimum(lu, lv)
+        target = xp.full(p, p, xp.int64)
+        _scatter_min(xp, target, hi, lo)
+        win = xp.flatnonzero(lo == target[hi])
+        pick = xp.full(p, u.shape[0], xp.int64)
+        _scatter_min(xp, pick, hi[win], win.astype(xp.int64))
+        roots = xp.flatnonzero(pick < u.shape[0])
+        e = pick[roots]
+        from_u = lu[e] == roots  # the hooked root's side of its edge
+        a = xp.where(from_u, u[e], v[e])
+        b = xp.where(from_u, v[e], u[e])
+        tab = xp.where(from_u[:, None], t[e], -t[e])
+        off[roots] = tab + off[b] - off[a]
+        label[roots] = target[roots]
+        while True:  # pointer jumping, shifts summed along the way
+            up = label[label]
+            if bool((up == label).all()):
+                break
+            off = off + off[label]
+            label = up
+    return off
+
+
+def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
+    """The device version of ``_images.image_shifts`` (whole-array).
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    source, target : (m,) int64; weight : (m,) float, the tree.
+    points : (n, d) float32/float64 in [0, box).
+    box : (d,) float64; b : float, the largest linking length (< box / 2).
+    raw : (n,) int64, the raw groups at ``b`` (``fof_labels``).
+    keep : (n,) bool, optional
+        The points to unwrap: whole groups at ``b`` (the others get 0).
+
+    Returns
+    -------
+    (n, d) int64, equal to ``_images.image_shifts`` on the kept points:
+    each moved to its image nearest the smallest row of its group, then
+    the groups in which some edge does not join nearest images (wider than
+    half the box) unwrapped along their edges.
+    """
+    n, d = points.shape
+    shift = xp.zeros((n, d), xp.int64)
+    if n == 0:
+        return shift
+    rows = xp.arange(n, dtype=xp.int64) if keep is None else xp.flatnonzero(keep)
+    root = smallest_rows(raw)[raw[rows]]
+    for j in range(d):
+        delta = (points[rows, j].astype(xp.float64) - points[root, j].astype(xp.float64)) \
+            / box[j]
+        shift[rows, j] = -xp.floor(delta + 0.5).astype(xp.int64)
+    inside = weight.astype(xp.float64) <= b
+    if keep is not None:
+        inside &= keep[source]
+    u, v = source[inside], target[inside]
+    t = _edge_images(xp, points, u, v, box)
+    bad = (shift[u] - shift[v] != t).any(axis=1)
+    if bool(bad.any()):
+        C = int(raw.max()) + 1
+        wide = xp.zeros(C, bool)
+        wide[raw[u[bad]]] = True
+        sel = wide[raw[u]]
+        u, v, t = u[sel], v[sel], t[sel]
+        nodes = xp.unique(xp.concatenate([u, v]))
+        cu, cv = xp.searchsorted(nodes, u), xp.searchsorted(nodes, v)
+        shift[nodes] = _hooked_shifts(xp, cu, cv, t, nodes.shape[0])
+    return shift
+
+
+def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
+    """``image_shifts_xp`` with numba kernels: nearest images to the smallest
+    row (parallel), the edges checked (parallel), and the union-find with
+    potentials (``_images.image_shifts``) on the groups where an edge
+    disagrees.  Same arguments and result."""
+    from ._images import disagreeing_edges, image_shifts, nearest_image_shifts
+
+    n = points.shape[0]
+    if n == 0:
+        return np.zeros(points.shape, np.int64)
+    if keep is None:
+        keep = np.ones(n, bool)
+    rows = np.flatnonzero(keep)
+    first = smallest_rows(raw)
+    shift = nearest_image_shifts(points, rows, first[raw[rows]], box)
+    bad = disagreeing_edges(source, target, weight, b, keep, points, box, shift)
+    if bad.any():
+        wide = np.zeros(int(raw.max()) + 1, bool)
+        wide[raw[source[bad]]] = True
+        sel = wide[raw[source]]
+        walked = image_shifts(source[sel], target[sel], weight[sel], points, box, b)
+        members = wide[raw]
+        shift[members] = walked[members]
+    return shift
+
+
+def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1):
+    """Image shifts of the points in groups of at least ``min_members`` at
+    ``b`` (the others get 0; the groups at smaller lengths are parts of
+    these): ``_images.image_shifts`` on the host, ``image_shifts_xp`` on
+    CuPy input."""
+    xp = array_module(points)
+    keep = None
+    if min_members > 1:
+        keep = (xp.bincount(raw) >= min_members)[raw]
+    if xp is np:
+        return image_shifts_host(source, target, weight, points, np.asarray(box, np.float64),
+                                 float(b), raw, keep)
+    return image_shifts_xp(xp, source, target, weight, points, xp.asarray(box), float(b), raw,
+                           keep)
+
+
+def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=None):
+    """Labels and catalogue at one linking length.
+
+    Parameters
+    ----------
+    points : (n, d) float32/float64, numpy or cupy.
+    raw : (n,) int64, raw groups numbered by smallest row.
+    min_members : int >= 1.
+    box : (d,) float64 or None.
+    shift : (n, d) int64 image shifts (``image_shifts``) consistent within
+        every raw group, or None (no box).
+    velocities : (n, d) array or None.
+
+    Returns
+    -------
+    labels : (n,) int64; length : (G,) int64; position : (G, d) float64;
+    velocity : (G, d) float64 or None (arrays of the module of ``points``).
+    """
+    xp = array_module(points)
+    d = points.shape[1]
+    labels, kept, length = group_labels(raw, min_members)
+    G = int(kept.shape[0])
+    position = xp.empty((G, d), xp.float64)
+    velocity = None if velocities is None else xp.empty((G, d), xp.float64)
+    if G == 0:
+        return labels, length, position, velocity
+    C = int(raw.max()) + 1
+    root = smallest_rows(raw, C)
+    members = xp.flatnonzero(labels >= 0)
+    lab = labels[members]
+    ref = root[raw[members]]  # each member's smallest row
+    top = root[kept]
+    count = length.astype(xp.float64)
+    for j in range(d):
+        # displacement from the group's smallest row, unwrapped: small
+        # numbers, so the mean keeps the coordinates' precision
+        dx = points[members, j].astype(xp.float64) - points[ref, j].astype(xp.float64)
+        if shift is not None:
+            dx += (shift[members, j] - shift[ref, j]).astype(xp.float64) * float(box[j])
+        c = points[top, j].astype(xp.float64) + xp.bincount(lab, weights=dx, minlength=G) / count
+        if box is not None:
+            L = float(box[j])
+            c = c - L * xp.floor(c / L)
+            c = xp.where(c >= L, c - L, c)  # c a hair below 0 rounds to L
+        position[:, j] = c
+        if velocities is not None:
+            w = velocities[members, j].astype(xp.float64)
+            velocity[:, j] = xp.bincount(lab, weights=w, minlength=G) / count
+    return labels, length, position, velocity
+
+
+def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velocities=None,
+                      *, relative=True, given=None, timings=None) -> FoFCatalogue:
+    """The catalogue from points and their (periodic) Euclidean tree.
+
+    Parameters
+    ----------
+    points : (n, d) float32/float64 numpy or cupy, checked (in the box).
+    tree : SpanningTree of ``points`` (min_samples 1; minimum-image
+        weights with a box).
+    lengths : (K,) float64, absolute linking lengths (< box / 2).
+    single : bool, one length given (labels (n,)).
+    min_members : int; box : (d,) float64 or None;
+    velocities : (n, d) array or None.
+
+    Returns
+    -------
+    FoFCatalogue (arrays of the tree's array module).
+    """
+    timings = dict(timings or {})
+    xp = array_module(tree.weight)
+    if xp is not np:
+        points = xp.asarray(points)
+        velocities = None if velocities is None else xp.asarray(velocities)
+    elif not isinstance(points, np.ndarray):
+        points = points.get()
+        velocities = None if velocities is None else _host(velocities)
+    n = points.shape[0]
+    t0 = time.perf_counter()
+    raw = fof_labels(tree.source, tree.target, tree.weight, n, list(lengths)).reshape(
+        len(lengths), n)
+    _sync(xp)
+    timings["labels"] = time.perf_counter() - t0
+    shift = None
+    t0 = time.perf_counter()
+    if box is not None and n:
+        top = int(np.argmax(lengths))
+        shift = image_shifts_any(xp.asarray(tree.source, dtype=xp.int64),
+                                 xp.asarray(tree.target, dtype=xp.int64), tree.weight,
+                                 points, box, float(lengths[top]), raw[top], min_members)
+    _sync(xp)
+    timings["unwrap"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = [group_catalogue(points, raw[k], min_members, box, shift, velocities)
+           for k in range(len(lengths))]
+    _sync(xp)
+    timings["catalogue"] = time.perf_counter() - t0
+    labels = out[0][0] if single else xp.stack([o[0] for o in out])
+    pick = (lambda i: out[0][i]) if single else (lambda i: [o[i] for o in out])
+    velocity = None if velocities is None else pick(3)
+    return FoFCatalogue(labels, np.asarray(lengths, np.float64), pick(1), pick(2), velocity,
+                        None if box is None else np.asarray(box, np.float64), int(min_members),
+                        bool(relative), None if given is None else np.asarray(given, np.float64),
+                        timings)
+
+
+def _sync(xp):
+    if xp is not np:
+        xp.cuda.Device().synchronize()
+
+
+# --------------------------------------------------------------------------
+# the tree
+# --------------------------------------------------------------------------
+def load_tree(tree):
+    """A SpanningTree from a SpanningTree, an EdgeStore or an edge store path."""
+    from ..io import EdgeStore, open_edges
+
+    if isinstance(tree, (str, EdgeStore)) or hasattr(tree, "__fspath__"):
+        store = tree if isinstance(tree, EdgeStore) else open_edges(tree)
+        loaded = store.load()
+        if getattr(loaded, "box_size", None) is None and store.attrs.get("box_size"):
+            loaded.box_size = np.asarray(store.attrs["box_size"], np.float64)
+        return loaded
+    if not all(hasattr(tree, a) for a in ("source", "target", "weight", "n_points")):
+        raise InputError(f"tree must be a SpanningTree, an EdgeStore or the path of an edge "
+                         f"store; got {type(tree).__name__}")
+    return tree
+
+
+def check_tree(tree, n: int, box):
+    """Refuse a tree that is not the Euclidean tree of these points in this box."""
+    if int(tree.n_points) != n:
+        raise InputError(f"the tree has {tree.n_points} points, the source {n}")
+    if int(getattr(tree, "min_samples", 1)) != 1:
+        raise InputError(f"the tree is a mutual-reachability tree (min_samples="
+                         f"{tree.min_samples}); friends-of-friends needs the Euclidean tree "
+                         "(min_samples=1)")
+    if tree.n_edges != max(n - 1, 0):
+        raise InputError(f"the tree has {tree.n_edges} edges for {n} points: not a "
+                         "spanning tree")
+    tb = getattr(tree, "box_size", None)
+    if tb is not None:
+        tb = np.asarray(tb if isinstance(tb, (int, float, list, tuple, np.ndarray))
+                        else _host(tb), np.float64).reshape(-1)
+        if box is not None and tb.size == 1:
+            tb = np.repeat(tb, box.size)
+    if (tb is None) != (box is None) or (tb is not None and not np.array_equal(tb, box)):
+        have = "no box" if tb is None else f"box_size={tb.tolist()}"
+        want = "no box" if box is None else f"box_size={box.tolist()}"
+        raise InputError(f"the tree was computed with {have}, this call asks for {want}: "
+                         "compute the tree with emst(points, box_size=...) in the same box")
+
+
+def spanning_tree_in_box(points, box, backend, progress=None):
+    """The Euclidean tree here: ``emst(points, box_size=box)`` (periodic when
+    ``box`` is not None)."""
+    from ..api import emst
+
+    return emst(points, backend=backend, box_size=box, progress=progress)
+
+
+# --------------------------------------------------------------------------
+# the entry point
+# --------------------------------------------------------------------------
+def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20,
+        velocities=None, *, backend="auto", client=None, out=None, overwrite=False,
+        columns=None, array=None, tree=None, progress=None, **service_options):
+    """Friends-of-friends halos: labels and a catalogue per group.
+
+    The groups at linking length b are the connected components of the
+    graph that links every two points at distance <= b (minimum-image
+    distance in a periodic box), computed exactly from the minimum spanning
+    tree: the components of its edges of weight <= b.
+
+    Parameters
+    ----------
+    source : (n, d) array (numpy or cupy), or any source ``emst_dask.emst``
+        takes: a .npy or Zarr path or URL, a zarr array or group (an N-body
+        snapshot: a group with an (n, d) ``Position`` array, say, picked
+        with ``array=``; a group holding one (n, d) array besides the
+        velocities needs no ``array=``), a dask array.
+    linking_length : float, or a sequence of K floats, default 0.2
+        b, each finite and > 0.  A sequence gives K sets of labels and K
+        catalogues from one tree.
+    relative : bool, default True
+        b in units of the mean separation (V / n)^(1/d): V the volume of the
+        box, or, without a box, of the points' bounding box (a bounding box
+        of zero extent along an axis, all points on a plane, is refused).
+        False: b in the points' units.
+    box_size : None, float, (d,) floats, or "snapshot"
+        The periodic box [0, L) per axis: distances are minimum-image, and
+        the groups cross the faces.  Points must lie in [0, L) (a row
+        outside is refused, named), and b < L/2 on every axis.  "snapshot":
+        the ``BoxSize`` attribute of the Zarr group ``source`` (a number or
+        d numbers; as nbodykit's catalogues carry it).  None: no box.
+    min_members : int >= 1, default 20
+        Groups of fewer points get label -1 and no catalogue row.
+    velocities : (n, d) array, the name of an array of the Zarr group
+        ``source`` (e.g. "Velocity"), or None
+        Gives each group's mean velocity.
+    backend : {"auto", "cpu", "cuda"}
+        Of the tree and the catalogue.
+    client : as for ``emst_dask.emst``
+        None: in-memory points here; other sources on the default Client or
+        an embedded cluster, where the tree and the catalogue are computed
+        on one worker (the points never come back).  False: here.
+    out : path, URL or zarr store, optional
+        Write the labels and catalogue there, a Zarr group, complete or
+        absent (``emst_dask.products.catalogue``); a ``FoFStore`` handle is
+        returned.  Checked before any work.
+    overwrite : bool
+        Replace a cluster store this package wrote (nothing else).
+    columns, array : select the coordinates of a Zarr group (as ``emst``).
+    tree : SpanningTree, EdgeStore or edge store path, optional
+        The Euclidean tree of these points (computed with the same
+        ``box_size``): no tree is computed.  Computed in this process.
+    progress : True or callable(phase, **info), optional
+    **service_options : ``name``, ``storage_options``,
+        ``out_storage_options``, ``zarr_format``, ``threads``, ``timeout``.
+
+    Returns
+    -------
+    FoFCatalogue
+        ``labels`` (n,) int64, or (K, n) for a sequence; -1 for points in
+        no group of at least ``min_members``; groups numbered 0, 1, ... by
+        decreasing member count, ties by their smallest row.
+        ``linking_length`` (K,) the absolute lengths; per length ``length``
+        (G,) int64, ``position`` (G, d) float64 centre of mass,
+        ``velocity`` (G, d) float64 or None (lists of K arrays for a
+        sequence).
+    FoFStore
+        With ``out=``.
+
+    Raises
+    ------
+    InputError
+        Before any work: a linking length <= 0, NaN or inf; relative=True
+        with no volume to take; a box length <= 0 or a wrong count; a point
+        outside [0, L) (its row); velocities of the wrong shape;
+        min_members < 1; b >= L/2; a tree of other points or another box.
+
+    Notes
+    -----
+    The centre of mass of a group that crosses a face: its members are
+    moved by whole box lengths so that the group is one piece, following
+    the tree's edges (each shorter than b < L/2, so the neighbour along an
+    edge is the nearest image); their mean is wrapped back into [0, L).
+    This is exact for a group of any extent below the box.  A group that
+    percolates (joins its own image across the box) has no centre of mass;
+    it gets the mean along its tree, which is well defined but arbitrary.
+
+    Differences from nbodykit's ``FOF(source, linking_length, nmin,
+    absolute=False)`` and ``find_features()``:
+
+    - labels: -1 for points in no group and groups from 0, where nbodykit
+      uses 0 for them and numbers groups from 1 (its catalogue's row 0 is a
+      placeholder);
+    - ``min_members`` keeps groups of at least that many points; nbodykit
+      drops groups of ``nmin`` points or fewer (its test is ``N <= nmin``);
+    - ties in size are broken by the smallest row, so the labels are
+      deterministic; nbodykit's order of equal sizes is its sort's;
+    - points at distance exactly b are linked (<= b, as scipy's
+      ``cKDTree.query_pairs``);
+    - without a box, the relative length takes the bounding box's volume;
+      nbodykit always takes ``BoxSize``; and d may be 1 to 8
+      (nbodykit: (V / n)^(1/3) in 3-D);
+    - the centre of mass unwraps along the group's tree edges; nbodykit
+      moves each member to its image nearest the group's per-axis minimum,
+      which is right for groups narrower than half the box;
+    - positions and velocities are float64 (nbodykit: float32), and the
+      tree is exact: the groups are those of the radius graph, with no
+      approximation.
+    """
+    from ..io.source import is_in_memory
+
+    values, single = check_linking_lengths(linking_length)
+    min_members = check_min_members(min_members)
+    if not isinstance(relative, (bool, np.bool_)):
+        raise InputError(f"relative must be True or False, got {relative!r}")
+    local = (client in (None, False) and is_in_memory(source)) or tree is not None
+    if not local:
+        from ..distributed.fof import fof_service
+
+        return fof_service(source, values, single, bool(relative), box_size, min_members,
+                           velocities, backend=backend, client=client, out=out,
+                           overwrite=overwrite, columns=columns, array=array,
+                           progress=progress, **service_options)
+    return fof_here(source, values, single, bool(relative), box_size, min_members, velocities,
+                    backend=backend, out=out, overwrite=overwrite, columns=columns,
+                    array=array, tree=tree, progress=progress, **service_options)
+
+
+def fof_here(source, values, single, relative, box_size, min_members, velocities, *,
+             backend="auto", out=None, overwrite=False, columns=None, array=None, tree=None,
+             progress=None, storage_options=None, out_storage_options=None, zarr_format=3,
+             **ignored):
+    """``fof`` in this process (checked parameters; see ``fof``)."""
+    from ..io import as_points, resolve_output, resolve_source
+    from ..io.checks import check_backend, source_box_size
+    from ..io.source import is_in_memory
+    from .snapshots import position_member, read_velocities
+
+    check_backend(backend)
+    if is_in_memory(source):
+        if columns is not None or array is not None:
+            raise InputError("array= and columns= select members of a Zarr group; the "
+                             "source is an in-memory array")
+        points = as_points(source)
+        where = f"points ({points.shape[0]}, {points.shape[1]}) {points.dtype}"
+    else:
+        array = position_member(source, array, columns, velocities, storage_options)
+        src = resolve_source(source, array=array, columns=columns,
+                             storage_options=storage_options)
+        where = src.describe()
+        points = None  # read below, after every check that needs no coordinates
+    n, d = (points.shape if points is not None else (src.n, src.d))
+    if isinstance(box_size, str) and points is None:
+        box = source_box_size(box_size, src)  # "snapshot": its BoxSize attribute
+    elif isinstance(box_size, str) and box_size == "snapshot":
+        raise InputError("box_size='snapshot' reads the BoxSize attribute of a Zarr "
+                         "snapshot; the source is an in-memory array: give box_size=L")
+    else:
+        box = check_box_size(box_size, d)
+    vel_name = velocities if isinstance(velocities, str) else None
+    if vel_name is not None:
+        velocities = read_velocities(source, vel_name, n, d, storage_options)
+    elif velocities is not None:
+        velocities = check_velocities(velocities, n, d)
+    output = check_catalogue_output(resolve_output(
+        out, overwrite=overwrite, zarr_format=zarr_format, storage_options=out_storage_options,
+        source_location=None if points is not None else src.location, contents="clusters"))
+    if tree is not None:
+        tree = load_tree(tree)
+        check_tree(tree, n, box)
+    if points is None:
+        points = src.read_all()
+    if box is not None:
+        check_in_box(points, box)
+    lengths = absolute_lengths(values, relative, points, box)
+    timings = {}
+    if tree is None:
+        t0 = time.perf_counter()
+        tree = spanning_tree_in_box(points, box, backend, progress)
+        timings["tree"] = time.perf_counter() - t0
+    cat = catalogue_of_tree(points, tree, lengths, single, min_members, box, velocities,
+                            relative=relative, given=values, timings=timings)
+    if output is None:
+        return cat
+    return cat.to_zarr(output, input=where, velocities=vel_name or
+                       (None if velocities is None else "array"))
