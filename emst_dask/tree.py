@@ -5,12 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-
-def _to_numpy(a):
-    if a is None or isinstance(a, np.ndarray):
-        return a
-    return a.get()  # cupy
+from .arrays import to_host as _to_numpy
 
 
 @dataclass

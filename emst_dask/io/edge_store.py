@@ -31,6 +31,7 @@ from .codecs import create_array
 from .output import EDGE_FORMAT, Output, resolve_output
 from .paths import is_pathlike, local_path
 from .staging import default_threads
+from ..arrays import to_host as host
 
 #: rows per chunk of the edge arrays (8 MiB of int64)
 EDGE_CHUNK_ROWS = 1 << 20
@@ -43,13 +44,6 @@ def _version():
     from .. import __version__
 
     return __version__
-
-
-def host(a):
-    """A numpy array of ``a`` (numpy or cupy; None stays None)."""
-    if a is None or isinstance(a, np.ndarray):
-        return a
-    return a.get()
 
 
 def host_tree(tree: SpanningTree) -> SpanningTree:

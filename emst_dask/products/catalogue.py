@@ -29,15 +29,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..arrays import to_host as _host
 
 #: rows per chunk of the catalogue arrays
 CATALOGUE_ROWS = 1 << 18
-
-
-def _host(a):
-    if a is None or isinstance(a, np.ndarray):
-        return a
-    return a.get()  # cupy
 
 
 @dataclass

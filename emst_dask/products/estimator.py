@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from ..errors import InputError
+from ..arrays import to_host as _host
 
 _PARAMS = ("min_cluster_size", "min_samples", "cluster_selection_epsilon",
            "max_cluster_size", "cluster_selection_method", "allow_single_cluster",
@@ -294,5 +295,3 @@ def _structured(parent, child, lambda_val, child_size) -> np.ndarray:
     return out
 
 
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()

@@ -49,6 +49,7 @@ from ..errors import InputError
 from .catalogue import FoFCatalogue, check_catalogue_output
 from .cuts import _scatter_min, check_lengths, fof_labels
 from .order import array_module
+from ..arrays import to_host as _host
 
 
 # --------------------------------------------------------------------------
@@ -172,10 +173,6 @@ def check_velocities(velocities, n: int, d: int):
             raise InputError(f"velocities row {int(xp.argmax(bad))} is NaN or inf "
                              f"({int(bad.sum())} row(s))")
     return v
-
-
-def _host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 # --------------------------------------------------------------------------

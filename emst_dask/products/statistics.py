@@ -28,6 +28,7 @@ from ..io.checks import check_box_size as io_check_box_size
 from ..io.checks import check_in_box
 from .branches import branches_host, branches_xp
 from .order import check_count, check_edges
+from ..arrays import to_host as _host
 
 
 # ----------------------------------------------------------------------------
@@ -100,13 +101,6 @@ def check_points(xp, points, n: int, box=None):
             raise InputError(f"box_size has {box.shape[0]} lengths for {pts.shape[1]}-D points")
         check_in_box(pts, box)
     return xp.ascontiguousarray(pts)
-
-
-def _host(a):
-    """A numpy array of ``a`` (numpy or cupy; None stays None)."""
-    if a is None or isinstance(a, np.ndarray):
-        return a
-    return a.get()
 
 
 # ----------------------------------------------------------------------------
