@@ -1,0 +1,133 @@
+"""The checks of ``emst_dask.fof``, all run before any work: linking
+lengths, member counts, the periodic box, velocities, and the absolute
+linking length from a relative one (b times the mean separation)."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..arrays import to_host as _host
+from ..errors import InputError
+from .cuts import check_lengths
+from .order import array_module
+
+
+def check_linking_lengths(linking_length):
+    """The linking lengths as a (K,) float64 array, and whether one was given.
+
+    Raises
+    ------
+    InputError
+        Not a real number, NaN, inf, <= 0, an empty sequence.
+    """
+    try:
+        values, single = check_lengths(linking_length)
+    except InputError:
+        values = None
+    if values is None or not (np.isfinite(values).all() and (values > 0).all()):
+        raise InputError(f"linking_length must be a finite number > 0 (or a sequence of "
+                         f"them); got {linking_length!r}")
+    if values.size == 0:
+        raise InputError("linking_length: give at least one length")
+    return values, single
+
+
+def check_min_members(min_members) -> int:
+    """``min_members`` as an int >= 1."""
+    if isinstance(min_members, (bool, np.bool_)) or not isinstance(min_members, numbers.Integral) \
+            or min_members < 1:
+        raise InputError(f"min_members must be an integer >= 1, got {min_members!r}")
+    return int(min_members)
+
+
+def check_box_size(box_size, d: int):
+    """The periodic box as (d,) float64, or None (``io.checks.check_box_size``,
+    the package's one check; "snapshot" is resolved by the caller)."""
+    from ..io.checks import check_box_size as check
+
+    if isinstance(box_size, str):
+        raise InputError(f"box_size must be a number, d numbers or None; got {box_size!r} "
+                         "('snapshot' takes the BoxSize attribute of a Zarr snapshot)")
+    return check(box_size, d)
+
+
+def check_in_box(points, box):
+    """Refuse a point outside [0, L) on some axis, naming the first such row
+    (``io.checks.check_in_box``)."""
+    from ..io.checks import check_in_box as check
+
+    check(points, None if box is None else np.asarray(box, np.float64))
+
+
+def mean_separation(points, box):
+    """(V / n)^(1/d): V the box's volume, or that of the points' bounding box.
+
+    Raises
+    ------
+    InputError
+        No points, or a bounding box of zero extent along some axis.
+    """
+    n, d = points.shape
+    if n == 0:
+        raise InputError("relative=True takes the mean separation (V / n)^(1/d), and there "
+                         "are no points; give absolute lengths (relative=False)")
+    if box is not None:
+        volume = float(np.prod(box))
+    else:
+        lo = np.asarray(_host(points.min(axis=0)), np.float64)
+        hi = np.asarray(_host(points.max(axis=0)), np.float64)
+        extent = hi - lo
+        flat = np.flatnonzero(extent <= 0)
+        if flat.size:
+            j = int(flat[0])
+            raise InputError(
+                f"relative=True without a box takes the volume of the points' bounding "
+                f"box, which is 0: every point has coordinate {j} equal to "
+                f"{float(lo[j])!r}; give box_size=, or absolute lengths (relative=False)")
+        volume = float(np.prod(extent))
+    return (volume / n) ** (1.0 / d)
+
+
+def absolute_lengths(values, relative, points, box):
+    """The absolute linking lengths (K,) float64, checked against the box.
+
+    Raises
+    ------
+    InputError
+        No volume to take (``mean_separation``), or a length >= half the
+        box on some axis (the minimum image, and the unwrapping of the
+        groups, need b < L/2).
+    """
+    b = values * mean_separation(points, box) if relative else values.copy()
+    if box is not None:
+        half = float(np.min(box)) / 2
+        if float(b.max()) >= half:
+            raise InputError(
+                f"linking length {float(b.max())!r} (absolute) is not below half the "
+                f"smallest box length ({half!r}): the minimum image, and the unwrapping of "
+                "the groups across the faces, need b < L/2")
+    return b
+
+
+def check_velocities(velocities, n: int, d: int):
+    """Velocities as an (n, d) array (numpy or cupy), finite.
+
+    Raises
+    ------
+    InputError
+        Another shape, a non-numeric dtype, NaN or inf (naming the row).
+    """
+    xp = array_module(velocities)
+    v = velocities if xp is not np else np.asarray(velocities)
+    if v.dtype.kind not in "iuf":
+        raise InputError(f"velocities must be real numbers; got dtype {v.dtype}")
+    if v.shape != (n, d):
+        raise InputError(f"velocities must have shape (n, d) = ({n}, {d}), one row per "
+                         f"point; got {tuple(v.shape)}")
+    if v.size and not bool(xp.isfinite(v).all()):  # rows only when something is wrong
+        bad = ~xp.isfinite(v).all(axis=1)
+        if bool(bad.any()):
+            raise InputError(f"velocities row {int(xp.argmax(bad))} is NaN or inf "
+                             f"({int(bad.sum())} row(s))")
+    return v

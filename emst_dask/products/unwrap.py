@@ -1,0 +1,160 @@
+"""Unwrapping friends-of-friends groups across the faces of a periodic box.
+
+Every member of a group is moved by whole box lengths (its image shift) so
+that the group is one piece (see ``_images`` for why the tree's edges make
+this exact).  ``image_shifts_xp`` is the whole-array version (CuPy on the
+device; it also runs with numpy), ``image_shifts_host`` the numba one,
+``image_shifts_any`` picks by where the points are.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .cuts import _scatter_min
+from .order import array_module
+
+def smallest_rows(raw, C=None):
+    """(C,) int64: the smallest row of each raw group."""
+    xp = array_module(raw)
+    n = raw.shape[0]
+    C = (int(raw.max()) + 1 if n else 0) if C is None else C
+    first = xp.full(C, n, xp.int64)
+    if n:
+        _scatter_min(xp, first, raw, xp.arange(n, dtype=xp.int64))
+    return first
+
+
+def _edge_images(xp, points, u, v, box):
+    """(m, d) int64 per edge: u + box * t is the image of u nearest v."""
+    t = xp.empty((u.shape[0], points.shape[1]), xp.int64)
+    for j in range(points.shape[1]):
+        delta = (points[u, j].astype(xp.float64) - points[v, j].astype(xp.float64)) / box[j]
+        t[:, j] = -xp.floor(delta + 0.5).astype(xp.int64)
+    return t
+
+
+def _hooked_shifts(xp, u, v, t, p):
+    """Shifts of p nodes joined by edges (u, v) with edge images t, each
+    relative to the smallest node of its component: hooking of roots under
+    smaller roots (one chosen edge per hooked root) and pointer jumping,
+    both carrying the shift of a node relative to its parent."""
+    d = t.shape[1]
+    label = xp.arange(p, dtype=xp.int64)
+    off = xp.zeros((p, d), xp.int64)
+    while u.shape[0]:
+        lu, lv = label[u], label[v]
+        apart = lu != lv
+        if not bool(apart.any()):
+            break
+        u, v, t, lu, lv = u[apart], v[apart], t[apart], lu[apart], lv[apart]
+        hi, lo = xp.maximum(lu, lv), xp.minimum(lu, lv)
+        target = xp.full(p, p, xp.int64)
+        _scatter_min(xp, target, hi, lo)
+        win = xp.flatnonzero(lo == target[hi])
+        pick = xp.full(p, u.shape[0], xp.int64)
+        _scatter_min(xp, pick, hi[win], win.astype(xp.int64))
+        roots = xp.flatnonzero(pick < u.shape[0])
+        e = pick[roots]
+        from_u = lu[e] == roots  # the hooked root's side of its edge
+        a = xp.where(from_u, u[e], v[e])
+        b = xp.where(from_u, v[e], u[e])
+        tab = xp.where(from_u[:, None], t[e], -t[e])
+        off[roots] = tab + off[b] - off[a]
+        label[roots] = target[roots]
+        while True:  # pointer jumping, shifts summed along the way
+            up = label[label]
+            if bool((up == label).all()):
+                break
+            off = off + off[label]
+            label = up
+    return off
+
+
+def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
+    """The device version of ``_images.image_shifts`` (whole-array).
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    source, target : (m,) int64; weight : (m,) float, the tree.
+    points : (n, d) float32/float64 in [0, box).
+    box : (d,) float64; b : float, the largest linking length (< box / 2).
+    raw : (n,) int64, the raw groups at ``b`` (``fof_labels``).
+    keep : (n,) bool, optional
+        The points to unwrap: whole groups at ``b`` (the others get 0).
+
+    Returns
+    -------
+    (n, d) int64, equal to ``_images.image_shifts`` on the kept points:
+    each moved to its image nearest the smallest row of its group, then
+    the groups in which some edge does not join nearest images (wider than
+    half the box) unwrapped along their edges.
+    """
+    n, d = points.shape
+    shift = xp.zeros((n, d), xp.int64)
+    if n == 0:
+        return shift
+    rows = xp.arange(n, dtype=xp.int64) if keep is None else xp.flatnonzero(keep)
+    root = smallest_rows(raw)[raw[rows]]
+    for j in range(d):
+        delta = (points[rows, j].astype(xp.float64) - points[root, j].astype(xp.float64)) \
+            / box[j]
+        shift[rows, j] = -xp.floor(delta + 0.5).astype(xp.int64)
+    inside = weight.astype(xp.float64) <= b
+    if keep is not None:
+        inside &= keep[source]
+    u, v = source[inside], target[inside]
+    t = _edge_images(xp, points, u, v, box)
+    bad = (shift[u] - shift[v] != t).any(axis=1)
+    if bool(bad.any()):
+        C = int(raw.max()) + 1
+        wide = xp.zeros(C, bool)
+        wide[raw[u[bad]]] = True
+        sel = wide[raw[u]]
+        u, v, t = u[sel], v[sel], t[sel]
+        nodes = xp.unique(xp.concatenate([u, v]))
+        cu, cv = xp.searchsorted(nodes, u), xp.searchsorted(nodes, v)
+        shift[nodes] = _hooked_shifts(xp, cu, cv, t, nodes.shape[0])
+    return shift
+
+
+def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
+    """``image_shifts_xp`` with numba kernels: nearest images to the smallest
+    row (parallel), the edges checked (parallel), and the union-find with
+    potentials (``_images.image_shifts``) on the groups where an edge
+    disagrees.  Same arguments and result."""
+    from ._images import disagreeing_edges, image_shifts, nearest_image_shifts
+
+    n = points.shape[0]
+    if n == 0:
+        return np.zeros(points.shape, np.int64)
+    if keep is None:
+        keep = np.ones(n, bool)
+    rows = np.flatnonzero(keep)
+    first = smallest_rows(raw)
+    shift = nearest_image_shifts(points, rows, first[raw[rows]], box)
+    bad = disagreeing_edges(source, target, weight, b, keep, points, box, shift)
+    if bad.any():
+        wide = np.zeros(int(raw.max()) + 1, bool)
+        wide[raw[source[bad]]] = True
+        sel = wide[raw[source]]
+        walked = image_shifts(source[sel], target[sel], weight[sel], points, box, b)
+        members = wide[raw]
+        shift[members] = walked[members]
+    return shift
+
+
+def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1):
+    """Image shifts of the points in groups of at least ``min_members`` at
+    ``b`` (the others get 0; the groups at smaller lengths are parts of
+    these): ``_images.image_shifts`` on the host, ``image_shifts_xp`` on
+    CuPy input."""
+    xp = array_module(points)
+    keep = None
+    if min_members > 1:
+        keep = (xp.bincount(raw) >= min_members)[raw]
+    if xp is np:
+        return image_shifts_host(source, target, weight, points, np.asarray(box, np.float64),
+                                 float(b), raw, keep)
+    return image_shifts_xp(xp, source, target, weight, points, xp.asarray(box), float(b), raw,
+                           keep)
