@@ -1,5 +1,5 @@
 """Compile the numba CPU kernels for every (dtype, d, mutual reachability)
-signature, one process each, all at once.
+signature, one process each, all at once (and the products' kernels).
 
 numba compiles each kernel once per signature (the axis loops are unrolled
 per dimension: about 16 s per signature on one core) and caches it beside
@@ -29,17 +29,30 @@ def _compile(sig):
     dtype, d, k = sig
     t0 = time.perf_counter()
     x = np.random.default_rng(d).random((200, d)).astype(dtype)
-    emst(x, min_samples=k, backend="cpu")
+    if dtype == "products":  # the products' kernels: clusters, cuts, FoF, statistics
+        from emst_dask import HDBSCAN, fof
+
+        HDBSCAN(min_cluster_size=5, min_samples=3, backend="cpu").fit(x)
+        tree = emst(x, backend="cpu", box_size=1.0)
+        tree.statistics(x)
+        tree.linkage()
+        fof(x, 0.5, box_size=1.0, min_members=2, tree=tree, backend="cpu")
+    else:
+        emst(x, min_samples=k, backend="cpu")
     return sig, time.perf_counter() - t0
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--dims", default="1,2,3,4,5,6,7,8")
+    p.add_argument("--dims", default="1,2,3,4,5,6,7,8", help="float64 and float32 dimensions")
+    p.add_argument("--float32-dims", default=None,
+                   help="float32 dimensions, when not those of --dims")
     a = p.parse_args()
     dims = [int(v) for v in a.dims.split(",")]
-    sigs = list(itertools.product(["float32", "float64"], dims, [1, 3]))
+    dims32 = dims if a.float32_dims is None else [int(v) for v in a.float32_dims.split(",")]
+    sigs = ([("products", 3, 1)] + list(itertools.product(["float64"], dims, [1, 3]))
+            + list(itertools.product(["float32"], dims32, [1, 3])))
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=a.jobs) as pool:
         for (dtype, d, k), s in pool.map(_compile, sigs):
