@@ -28,7 +28,7 @@ def _compile(sig):
 
     dtype, d, k = sig
     t0 = time.perf_counter()
-    x = np.random.default_rng(d).random((200, d)).astype(dtype)
+    x = np.random.default_rng(d).random((200, d))
     if dtype == "products":  # the products' kernels: clusters, cuts, FoF, statistics
         from emst_dask import HDBSCAN, fof
 
@@ -38,7 +38,7 @@ def _compile(sig):
         tree.linkage()
         fof(x, 0.5, box_size=1.0, min_members=2, tree=tree, backend="cpu")
     else:
-        emst(x, min_samples=k, backend="cpu")
+        emst(x.astype(dtype), min_samples=k, backend="cpu")
     return sig, time.perf_counter() - t0
 
 
