@@ -28,6 +28,8 @@ def _compile(sig):
 
     dtype, d, k = sig
     t0 = time.perf_counter()
+    if dtype == "emulator":  # the C++ build of the CUDA kernels the tests run
+        return sig, _emulator(*k) or time.perf_counter() - t0
     x = np.random.default_rng(d).random((200, d))
     if dtype == "products":  # the products' kernels: clusters, cuts, FoF, statistics
         from emst_dask import HDBSCAN, fof
@@ -42,17 +44,46 @@ def _compile(sig):
     return sig, time.perf_counter() - t0
 
 
+#: the CUDA kernel modules the C++ emulator tests build: (dtype, d, part,
+#: periodic) of tests/test_cuda_emu.py and tests/test_periodic.py
+EMULATED = [("float32", 3, "core", False), ("float32", 3, "mrd", False),
+            ("float64", 2, "core", False), ("float64", 2, "mrd", False),
+            ("float64", 7, "core", False), ("float32", 2, "core", False),
+            ("float64", 2, "core", True), ("float32", 3, "core", True),
+            ("float32", 3, "mrd", True)]
+
+
+def _emulator(dtype, d, part, periodic):
+    import numpy as np
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "tests"))
+    from cuda_emu import EmuBackend, compiler
+
+    if compiler() is None:
+        return 0.0
+    EmuBackend().functions(np.dtype(dtype).str, d, part, periodic)
+    return None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--dims", default="1,2,3,4,5,6,7,8", help="float64 and float32 dimensions")
     p.add_argument("--float32-dims", default=None,
                    help="float32 dimensions, when not those of --dims")
+    p.add_argument("--emulator", action="store_true",
+                   help="also build the CUDA kernels' C++ emulator modules the tests use")
     a = p.parse_args()
     dims = [int(v) for v in a.dims.split(",")]
     dims32 = dims if a.float32_dims is None else [int(v) for v in a.float32_dims.split(",")]
-    sigs = ([("products", 3, 1)] + list(itertools.product(["float64"], dims, [1, 3]))
-            + list(itertools.product(["float32"], dims32, [1, 3])))
+    # mutual reachability runs the same compiled kernels (min_samples is a
+    # run-time argument): one job per (dtype, d), or two processes would
+    # compile the same signature at once
+    sigs = ([("products", 3, 1)]
+            + ([("emulator", 0, m) for m in EMULATED] if a.emulator else [])
+            + list(itertools.product(["float64"], dims, [1]))
+            + list(itertools.product(["float32"], dims32, [1])))
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=a.jobs) as pool:
         for (dtype, d, k), s in pool.map(_compile, sigs):
