@@ -31,7 +31,7 @@ def _compile(sig):
     if dtype == "emulator":  # the C++ build of the CUDA kernels the tests run
         return sig, _emulator(*k) or time.perf_counter() - t0
     x = np.random.default_rng(d).random((200, d))
-    if dtype == "products":  # the products' kernels: clusters, cuts, FoF, statistics
+    if dtype == "products":  # products' kernels (clusters, cuts, FoF, statistics), partitions
         from emst_dask import HDBSCAN, fof
 
         HDBSCAN(min_cluster_size=5, min_samples=3, backend="cpu").fit(x)
@@ -39,6 +39,8 @@ def _compile(sig):
         tree.statistics(x)
         tree.linkage()
         fof(x, 0.5, box_size=1.0, min_members=2, tree=tree, backend="cpu")
+        emst(x.astype("float32"), partitions=3, client=False, min_samples=3, backend="cpu")
+        emst(x, partitions=2, client=False, backend="cpu", box_size=1.0)
     else:
         emst(x.astype(dtype), min_samples=k, backend="cpu")
     return sig, time.perf_counter() - t0
