@@ -32,11 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from emst_dask import engine  # noqa: E402
 
-try:
-    from emst_dask import datasets  # noqa: E402
-except ImportError:  # pragma: no cover
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench"))
-    import datasets  # type: ignore  # noqa: E402
+from emst_dask import datasets  # noqa: E402
 
 #: (dataset, n, d, min_samples, reference seconds, reference floor seconds);
 #: the reference: ArborX 2.1.99 + Kokkos 4.6.1 on the same H100 (issue 3)

@@ -2,7 +2,7 @@
 
 Nothing here uses emst_dask: a dense float64 distance matrix and Prim's
 O(n^2) algorithm in numpy.  ``check_spanning_tree`` holds a returned tree to
-the design contract (DESIGN.md, section 2):
+the tree contract (``docs/architecture.md``):
 
 * n-1 edges, int64 ``source``/``target`` in range, ``weight`` of the input's
   float type, no self-loops;

@@ -39,7 +39,8 @@ def kruskal_certificate(order, a, b, w2, face2):
     foreign point lies within min_A b(x) of A; so if w < min_A b(x) (or the
     same for B) nothing outside can undercut e on the cut around A, and e is
     in the global MST (cut property).  This certifies every edge the
-    Borůvka-time certificate of DESIGN.md section 3 would, and more.
+    Borůvka-time certificate (``docs/architecture.md``, the partitioned
+    algorithm) would, and more.
 
     order : (m,) int64, a, b : (m,) int64 local point indices of the edges,
     w2 : (m,) float64 squared weights, face2 : (n,) float64 squared (safe)
