@@ -34,24 +34,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-
-def _peak_rss_reset():
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        pass
-
-
-def _peak_rss() -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
 
 
 def _run_tool(tool, X, m, k):
@@ -78,13 +61,13 @@ def child(args):
     X = datasets.GENERATORS[args.dataset](args.n, dim=args.dim, seed=0).astype(np.float64)
     warm = datasets.GENERATORS[args.dataset](5000, dim=args.dim, seed=1).astype(np.float64)
     _run_tool(args.child, warm, min(args.min_cluster_size, 50), args.min_samples)
-    _peak_rss_reset()
-    base = _peak_rss()
+    reset_peak_rss()
+    base = peak_rss()
     t0 = time.perf_counter()
     labels = _run_tool(args.child, X, args.min_cluster_size, args.min_samples)
     seconds = time.perf_counter() - t0
     np.save(args.labels, np.asarray(labels, np.int64))
-    print(json.dumps({"seconds": seconds, "peak_rss": _peak_rss(), "rss_before": base}))
+    print(json.dumps({"seconds": seconds, "peak_rss": peak_rss(), "rss_before": base}))
 
 
 def main():

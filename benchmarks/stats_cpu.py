@@ -37,24 +37,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-
-def _peak_rss_reset():
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        pass
-
-
-def _peak_rss() -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
 
 
 def _load(work):
@@ -76,14 +59,14 @@ def child_emst_dask(args):
 
     emst(small, backend="cpu").statistics(small)  # compile
     tree = SpanningTree(s, t, w, None, n, pts.shape[1])
-    _peak_rss_reset()
-    base = _peak_rss()
+    reset_peak_rss()
+    base = peak_rss()
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         st = tree.statistics(pts)
         times.append(time.perf_counter() - t0)
-    peak = _peak_rss()
+    peak = peak_rss()
     # the phases, once more: degrees alone
     from emst_dask.products.branches import degrees_host
 
@@ -106,8 +89,8 @@ def child_mistree(args):
     edge_index = np.array([s, t])
     # compile MiSTree's numba degree kernel outside the timing
     mist.get_graph_degree(np.array([[0], [1]]), 2)
-    _peak_rss_reset()
-    base = _peak_rss()
+    reset_peak_rss()
+    base = peak_rss()
     phases = {}
     t0 = time.perf_counter()
     degree = mist.get_graph_degree(edge_index, n)
@@ -124,7 +107,7 @@ def child_mistree(args):
     shape = mist.get_branch_shape(edge_index, edge_degree, branch_index, length, mode="3D",
                                   x=pts[:, 0], y=pts[:, 1], z=pts[:, 2])
     phases["branch_shape"] = time.perf_counter() - t0
-    peak = _peak_rss()
+    peak = peak_rss()
     offsets = np.concatenate(([0], np.cumsum(count.astype(np.int64))))
     flat = np.array([e for b in branch_index for e in b], np.int64)
     np.savez(os.path.join(args.work, "mistree.npz"), degree=degree, branch_edges=flat,
