@@ -8,12 +8,13 @@ Points on the device (halos, 3-D float32, seed 0); each figure the median of
 
 * ``emst``: the Euclidean tree, and the mutual-reachability tree of
   ``--min-samples``;
-* ``linkage``: ``tree.linkage()`` of the Euclidean tree (edges to the host,
-  union-find there);
+* ``linkage``: ``tree.linkage()`` of the Euclidean tree, on the device (the
+  strict sort and the parallel dendrogram), with the device memory it
+  takes beyond the tree; ``--check`` compares it with the host's union-find;
 * ``fof_1``, ``fof_8``: ``tree.fof(b)`` at b = 0.2 mean spacings, and at 8
   lengths at once, on the device;
-* ``hdbscan``: ``HDBSCAN(min_cluster_size, min_samples, backend="cuda").fit``
-  end to end, and its part beyond the tree.
+* ``hdbscan`` (``--hdbscan``): ``HDBSCAN(min_cluster_size, min_samples,
+  backend="cuda").fit`` end to end, and its part beyond the tree.
 
 Writes JSON (device, every number) to ``--out`` and prints a table.
 """
@@ -40,7 +41,23 @@ def main():
     p.add_argument("--min-samples", type=int, default=10)
     p.add_argument("--min-cluster-size", type=int, default=100)
     p.add_argument("--out", default="products-gpu.json")
+    p.add_argument("--check", action="store_true",
+                   help="compare the device linkage with the host union-find")
+    p.add_argument("--hdbscan", default=True, action=argparse.BooleanOptionalAction)
     a = p.parse_args()
+    pool = cupy.get_default_memory_pool()
+
+    def device_bytes(fn):
+        """Device memory an operation takes beyond what is held before it
+        (the pool's size after it, grown from empty: its peak)."""
+        cupy.cuda.Device().synchronize()
+        pool.free_all_blocks()
+        held = pool.used_bytes()
+        r = fn()
+        cupy.cuda.Device().synchronize()
+        grown = pool.total_bytes() - held
+        del r
+        return grown
 
     def timed(fn):
         fn()
@@ -63,28 +80,55 @@ def main():
     res["emst"], tree = timed(lambda: emst(X, backend="cuda"))
     res["emst_mrd"], _ = timed(lambda: emst(X, min_samples=a.min_samples, backend="cuda"))
     res["linkage"], Z = timed(lambda: tree.linkage())
+    del Z
+    from emst_dask.products.dendrogram import dendrogram
+    from emst_dask.products.order import strict_order
+
+    def phases():
+        t_sort, order = timed(lambda: strict_order(tree.source, tree.target, tree.weight))
+        s, t = tree.source[order], tree.target[order]
+        del order
+        return t_sort, timed(lambda: dendrogram(cupy, s, t, a.n))[0]
+
+    res["linkage_sort"], res["linkage_dendrogram"] = phases()
+    res["linkage_bytes_per_point_beyond_tree"] = device_bytes(tree.linkage) / a.n
+    res["linkage_output_bytes_per_point"] = (a.n - 1) * 32 / a.n
+    if a.check:
+        from emst_dask.products.linkage import single_linkage
+
+        t0 = time.perf_counter()
+        host = single_linkage(tree.source.get(), tree.target.get(), tree.weight.get(), a.n)
+        res["linkage_host"] = time.perf_counter() - t0
+        res["linkage_equals_host"] = bool((tree.linkage().get() == host).all())
+        del host
     b = 0.2 * spacing
     res["fof_1"], one = timed(lambda: tree.fof(b))
     res["fof_8"], _ = timed(lambda: tree.fof([b * (0.5 + 0.25 * i) for i in range(8)]))
-    est = HDBSCAN(min_cluster_size=a.min_cluster_size, min_samples=a.min_samples,
-                  backend="cuda")
-    res["hdbscan"], fitted = timed(lambda: est.fit(X))
-    res["hdbscan_beyond_tree"] = res["hdbscan"] - res["emst_mrd"]
-    res["hdbscan_clusters"] = int(fitted.labels_.max()) + 1
     res["fof_1_groups"] = int(one.max()) + 1
     res["ratios"] = {"linkage/emst": res["linkage"] / res["emst"],
                      "fof_1/emst": res["fof_1"] / res["emst"],
-                     "fof_8/fof_1": res["fof_8"] / res["fof_1"],
-                     "hdbscan_beyond_tree/emst_mrd": res["hdbscan_beyond_tree"] / res["emst_mrd"]}
+                     "fof_8/fof_1": res["fof_8"] / res["fof_1"]}
+    if a.hdbscan:
+        est = HDBSCAN(min_cluster_size=a.min_cluster_size, min_samples=a.min_samples,
+                      backend="cuda")
+        res["hdbscan"], fitted = timed(lambda: est.fit(X))
+        res["hdbscan_beyond_tree"] = res["hdbscan"] - res["emst_mrd"]
+        res["hdbscan_clusters"] = int(fitted.labels_.max()) + 1
+        res["ratios"]["hdbscan_beyond_tree/emst_mrd"] = (res["hdbscan_beyond_tree"]
+                                                        / res["emst_mrd"])
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=1)
     print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
-    for k in ("emst", "emst_mrd", "linkage", "fof_1", "fof_8", "hdbscan",
-              "hdbscan_beyond_tree"):
-        print(f"  {k:<22s} {res[k]:8.4f} s")
+    for k in ("emst", "emst_mrd", "linkage", "linkage_sort", "linkage_dendrogram",
+              "linkage_host", "fof_1", "fof_8", "hdbscan", "hdbscan_beyond_tree"):
+        if k in res:
+            print(f"  {k:<22s} {res[k]:8.4f} s")
     for k, v in res["ratios"].items():
         print(f"  {k:<30s} {v:6.3f}")
-    print(f"  {res['hdbscan_clusters']} clusters; {res['fof_1_groups']} FoF groups at b=0.2")
+    print(f"  linkage: {res['linkage_bytes_per_point_beyond_tree']:.1f} B/point beyond the "
+          f"tree ({res['linkage_output_bytes_per_point']:.1f} of them the matrix); "
+          f"equals host: {res.get('linkage_equals_host')}")
+    print(f"  {res.get('hdbscan_clusters')} clusters; {res['fof_1_groups']} FoF groups at b=0.2")
 
 
 if __name__ == "__main__":

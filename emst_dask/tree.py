@@ -79,12 +79,13 @@ class SpanningTree:
                             self.components, self.timings, self.report,
                             box_size=self.box_size)
 
-    def linkage(self) -> np.ndarray:
+    def linkage(self):
         """The single-linkage hierarchy as a scipy linkage matrix.
 
         Returns
         -------
-        (n-1, 4) float64
+        (n-1, 4) float64, numpy, or cupy for a tree on the device (computed
+            there, in parallel)
             Clusters numbered n + i in merge order, merges in the strict edge
             order (weight, min row, max row), each row (smaller id, larger
             id, height, size).  On a mutual-reachability tree this is

@@ -249,3 +249,16 @@ def test_cupy_input_matches_numpy():
     np.testing.assert_array_equal(
         fof_labels(cupy.asarray(s), cupy.asarray(t), cupy.asarray(w32), n, bs).get(),
         fof_labels(s, t, w32, n, bs))
+
+
+@pytest.mark.gpu
+def test_cupy_union_find_on_a_lattice_with_duplicates():
+    # many threads hook into the same few roots: zero-length edges, ties
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(12)
+    pts = rng.integers(0, 50, (200_000, 3)).astype(np.float64)
+    tree = emst(pts, backend="cpu")
+    s, t, w, n = tree.source, tree.target, tree.weight, len(pts)
+    bs = [0.0, 1.0, 1.0, 0.5, 2 ** 0.5, np.inf]
+    got = fof_labels(cupy.asarray(s), cupy.asarray(t), cupy.asarray(w), n, bs)
+    np.testing.assert_array_equal(got.get(), fof_labels(s, t, w, n, bs))

@@ -205,11 +205,14 @@ def test_bad_trees():
 
 
 @pytest.mark.gpu
-def test_cupy_input_is_computed_on_the_host():
+@pytest.mark.parametrize("seed", [9, 10])
+def test_cupy_input_is_computed_on_the_device(seed):
     cupy = pytest.importorskip("cupy")
-    pts = lattice_with_duplicates(seed=9)
+    pts = lattice_with_duplicates(seed=seed)
     Z, tree = tree_linkage(pts)
     Zd = single_linkage(cupy.asarray(tree.source), cupy.asarray(tree.target),
                         cupy.asarray(tree.weight), len(pts))
-    assert isinstance(Zd, np.ndarray)
-    np.testing.assert_array_equal(Zd, Z)
+    assert isinstance(Zd, cupy.ndarray)
+    np.testing.assert_array_equal(Zd.get(), Z)
+    gpu_tree = emst(cupy.asarray(pts), backend="cuda")
+    np.testing.assert_array_equal(gpu_tree.linkage().get(), Z)

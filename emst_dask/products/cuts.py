@@ -9,8 +9,11 @@ Host (numba): the edges are bucketed once by the first cut they belong to
 (a counting sort by cut, which is all the weight order the cuts need); the
 lengths are processed in increasing order, each adding its bucket to an
 incremental union-find whose roots are the smallest rows, then a parallel
-pass over the points writes the labels.  Device (CuPy): the same with
-whole-array operations, ``fof_labels_xp``.
+pass over the points writes the labels.  Device (CuPy): the same order of
+lengths with a lock-free union-find kernel (``kernels.cuda.union_find``),
+each length one pass over the edges that hooks those in its range, then one
+over the points.  ``fof_labels_xp`` is a whole-array formulation (any array
+module; the tests run it with numpy).
 """
 from __future__ import annotations
 
@@ -88,8 +91,28 @@ def fof_labels(source, target, weight, n, lengths):
     if xp is np:
         out = _fof_host(s, t, w, n, values)
     else:
-        out = _fof_device(xp, s, t, w, n, values)
+        out = _fof_cuda(s, t, w, n, values)
     return out[0] if single else out
+
+
+def _fof_cuda(s, t, w, n, values):
+    """The GPU version: (K, n) int64 cupy labels."""
+    import cupy
+
+    from ..kernels.cuda.union_find import DeviceUnionFind
+
+    cuts, rows = _cut_order(values)
+    out = cupy.empty((cuts.shape[0], n), cupy.int64)
+    uf = DeviceUnionFind(n)
+    below = -np.inf
+    for j in range(cuts.shape[0]):
+        if j and cuts[j] == cuts[j - 1]:
+            out[rows[j]] = out[rows[j - 1]]
+            continue
+        uf.hook(s, t, w, below, cuts[j])
+        uf.labels(out=out[rows[j]])
+        below = cuts[j]
+    return out
 
 
 def _cut_order(values):
@@ -157,11 +180,11 @@ def fof_labels_xp(xp, source, target, weight, n, lengths):
     values, single = check_lengths(lengths)
     n = check_count(n)
     _, s, t, w = check_edges(source, target, weight, n)
-    out = _fof_device(xp, s, t, w, n, values)
+    out = _fof_whole_array(xp, s, t, w, n, values)
     return out[0] if single else out
 
 
-def _fof_device(xp, s, t, w, n, values):
+def _fof_whole_array(xp, s, t, w, n, values):
     """The whole-array version on checked edges: (K, n) int64 labels."""
     cuts, rows = _cut_order(values)
     k = cuts.shape[0]

@@ -265,13 +265,13 @@ class HDBSCAN:
 
     @property
     def single_linkage_tree_(self):
-        """(n-1, 4) float64 scipy linkage matrix of the tree (computed on first
-        use: a union-find pass over the n - 1 edges), or None when the tree
-        stayed on a worker."""
+        """(n-1, 4) float64 numpy scipy linkage matrix of the tree (computed on
+        first use, where the tree is), or None when the tree stayed on a
+        worker."""
         if getattr(self, "minimum_spanning_tree_", None) is None:
             return None
         if self._linkage is None:
-            self._linkage = self.minimum_spanning_tree_.linkage()
+            self._linkage = _host(self.minimum_spanning_tree_.linkage())
         return self._linkage
 
     def fit_predict(self, X, y=None) -> np.ndarray:

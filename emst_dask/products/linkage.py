@@ -3,8 +3,9 @@
 Merging the points along the tree's edges in the strict edge order
 (weight, min(u, v), max(u, v)) is Kruskal's algorithm on the tree, and
 gives the single-linkage dendrogram of the points as a scipy linkage
-matrix.  A sort, then one union-find pass (path halving, union by size):
-O(m log m) for the sort, near-linear after it.
+matrix.  On the host: a sort, then one union-find pass (path halving, union
+by size).  On the device (CuPy edges): the same dendrogram from Borůvka
+rounds on the tree (``dendrogram.py``), whole-array, with no copy to the host.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._uf import linkage_merges
+from .dendrogram import dendrogram
 from .order import check_count, check_edges, sorted_edges
 
 
@@ -30,13 +32,13 @@ def single_linkage(source, target, weight, n):
 
     Returns
     -------
-    Z : (n-1, 4) float64 numpy array, a linkage matrix for
-        ``scipy.cluster.hierarchy``: row k merges clusters ``Z[k, 0] <
-        Z[k, 1]`` (ids < n are points, id n + i is the cluster of row i) at
-        height ``Z[k, 2]`` (the edge's weight) into a cluster of ``Z[k, 3]``
-        points.  Merges come in the strict edge order (weight, min row, max
-        row), so equal heights come in a deterministic order.  (0, 4) for
-        n < 2.
+    Z : (n-1, 4) float64 array (numpy, or cupy for cupy edges), a linkage
+        matrix for ``scipy.cluster.hierarchy``: row k merges clusters
+        ``Z[k, 0] < Z[k, 1]`` (ids < n are points, id n + i is the cluster of
+        row i) at height ``Z[k, 2]`` (the edge's weight) into a cluster of
+        ``Z[k, 3]`` points.  Merges come in the strict edge order (weight,
+        min row, max row), so equal heights come in a deterministic order.
+        (0, 4) for n < 2.
 
     Raises
     ------
@@ -45,21 +47,36 @@ def single_linkage(source, target, weight, n):
 
     Notes
     -----
-    CuPy input is computed on the host: the edges are copied to host memory
-    (a host step, O(m) transfer) and Z is a numpy array either way.
+    CuPy edges are computed on the device when they are exactly n - 1 (a
+    spanning tree, the usual case); a longer CuPy edge list goes to the host.
+    Both give the same matrix.
     """
     n = check_count(n)
     xp, s, t, w = check_edges(source, target, weight, n)
-    if xp is not np:  # host step: the union-find is sequential
-        s, t, w = s.get(), t.get(), w.get()
     if n < 2:
-        return np.empty((0, 4), np.float64)
+        return xp.empty((0, 4), xp.float64)
     if s.shape[0] < n - 1:
         raise InputError(f"a spanning tree of {n} points needs at least {n - 1} edges; "
                          f"got {s.shape[0]}")
+    if xp is not np and s.shape[0] == n - 1:
+        return device_linkage(xp, s, t, w, n)
+    if xp is not np:
+        s, t, w = s.get(), t.get(), w.get()
     order = sorted_edges(np, s, t, w)
     Z, merges = linkage_merges(s, t, w, order, n)
     if merges < n - 1:
         raise InputError(f"the edges do not connect the {n} points: they leave "
                          f"{n - merges} components")
+    return Z
+
+
+def device_linkage(xp, s, t, w, n):
+    """``single_linkage`` of n - 1 checked edges, whole-array (``xp``: cupy,
+    or numpy in tests): (n-1, 4) float64 of ``xp``."""
+    order = sorted_edges(xp, s, t, w)
+    children, size = dendrogram(xp, s[order], t[order], n)
+    Z = xp.empty((n - 1, 4), xp.float64)
+    Z[:, :2] = children
+    Z[:, 2] = w[order]
+    Z[:, 3] = size
     return Z

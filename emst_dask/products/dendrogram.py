@@ -1,0 +1,222 @@
+"""The single-linkage dendrogram of a spanning tree, in parallel (whole-array).
+
+Kruskal's merges are sequential; this module gets the same dendrogram with
+O(log n) rounds of whole-array operations, so that it runs where the tree is
+(CuPy on the device; numpy for tests).  The edges come in the strict order
+(weight, min(u, v), max(u, v)): an edge's *rank* is its position.
+
+Borůvka on the tree.  Each round, every component picks its lightest incident
+edge (lowest rank) and the components joined by the picked edges merge.
+Every item (a point, in round 1; an edge picked in the round before,
+afterwards) now lies inside one component K whose pick is alpha:
+
+* an item below alpha hangs on the *chain* (alpha, side of K): the part of
+  the dendrogram's root path that leads from K's side up into alpha;
+* an item above alpha (an edge inside K heavier than K's lightest way out)
+  *follows* alpha: it joins the root path above alpha at its own rank, in
+  the first chain up from alpha's whose top edge is heavier;
+* the picks of the last round form the root chain.
+
+Sorted by rank, the items of one chain are consecutive dendrogram nodes,
+each the parent of the one below, the top one a child of alpha.  So a sort
+by (chain, rank) gives every node its parent, and the cluster sizes are
+prefix sums along the chains, taken round by round (a chain's total is
+known once the chains of its items' own children are).
+
+The result equals Kruskal's union-find on the same order (``linkage.py``),
+which the tests check, with scipy as the oracle of both.
+"""
+from __future__ import annotations
+
+from itertools import pairwise
+
+from ..errors import InputError
+
+
+def scatter_min(xp, a, idx, values):
+    """``a[idx] = min(a[idx], values)`` with repeated indices (int64 >= 0;
+    CuPy's atomic minimum takes unsigned 64-bit integers, same order)."""
+    a, values = a.view(xp.uint64), values.view(xp.uint64)
+    if hasattr(xp.minimum, "at"):
+        xp.minimum.at(a, idx, values)
+    else:  # CuPy < 13
+        import cupyx
+
+        cupyx.scatter_min(a, idx, values)
+
+
+def _scatter_add(xp, a, idx, values):
+    if hasattr(xp.add, "at"):
+        xp.add.at(a, idx, values)
+    else:  # CuPy < 13
+        import cupyx
+
+        cupyx.scatter_add(a, idx, values)
+
+
+def _components(xp, ptr):
+    """Roots of the pointer forest ``ptr`` (mutual pairs resolved to the
+    smaller id): (new id of every node's root, number of roots)."""
+    k = ptr.shape[0]
+    c = xp.arange(k, dtype=xp.int64)
+    ptr = xp.where((ptr[ptr] == c) & (c < ptr), c, ptr)
+    while True:  # pointer jumping; the depth halves each pass
+        up = ptr[ptr]
+        if bool((up == ptr).all()):
+            break
+        ptr = up
+    roots = ptr == c
+    new_id = xp.cumsum(roots, dtype=xp.int64) - 1
+    return new_id[ptr], int(new_id[-1]) + 1
+
+
+def boruvka_chains(xp, s, t, n):
+    """Chain keys of the dendrogram's nodes, from Borůvka rounds on the tree.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    s, t : (m,) int64 arrays of ``xp``, the endpoints of the m = n - 1 edges
+        in the strict order (rank = position).
+    n : int >= 1.
+
+    Returns
+    -------
+    key : (m + n,) int64, the chain of every item (edges 0 .. m-1, then
+        points m .. m+n-1): ``2 * cid[alpha] + side``, or ``2 * m`` for the
+        root chain.
+    owner : (m,) int64, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
+        name (``c`` numbers the edges round by round, in the order they were
+        picked, so the chains of later rounds sort after those of earlier ones).
+    round_ends : list of int, ``c`` at the end of every round.
+
+    Raises
+    ------
+    InputError
+        The edges do not connect the n points (or close a cycle).
+    """
+    m = s.shape[0]
+    key = xp.empty(m + n, xp.int64)
+    followers = []  # per round: (edges above their component's pick, the pick)
+    cid = xp.empty(m, xp.int64)
+    round_ends = []
+    rank = xp.arange(m, dtype=xp.int64)
+    cs, ct = s, t
+    k = n
+    items = xp.arange(m, m + n, dtype=xp.int64)  # the points, in round 1
+    item_rank = xp.full(n, -1, xp.int64)
+    item_comp = xp.arange(n, dtype=xp.int64)
+    picked_so_far = 0
+    while k > 1:
+        if rank.shape[0] == 0:
+            raise InputError(f"the edges do not connect the {n} points: they leave "
+                             f"{k} components")
+        best = xp.full(k, m, xp.int64)
+        scatter_min(xp, best, cs, rank)
+        scatter_min(xp, best, ct, rank)
+        lonely = int((best == m).sum())
+        if lonely:
+            raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
+                             "components have no edge out")
+        by_s, by_t = best[cs] == rank, best[ct] == rank
+        side = xp.empty(k, xp.int64)
+        side[cs[by_s]] = 0
+        side[ct[by_t]] = 1
+        picked = by_s | by_t
+        prank = rank[picked]
+        cid[prank] = picked_so_far + xp.arange(prank.shape[0], dtype=xp.int64)
+        picked_so_far += int(prank.shape[0])
+        round_ends.append(picked_so_far)
+
+        alpha = best[item_comp]
+        below = item_rank < alpha
+        key[items[below]] = 2 * cid[alpha[below]] + side[item_comp[below]]
+        above = xp.flatnonzero(~below)
+        followers.append((items[above], alpha[above]))
+
+        ptr = xp.arange(k, dtype=xp.int64)
+        ptr[cs[by_s]] = ct[by_s]
+        ptr[ct[by_t]] = cs[by_t]
+        new_comp, k = _components(xp, ptr)
+
+        items, item_rank = prank, prank
+        item_comp = new_comp[cs[picked]]
+        rest = ~picked
+        rank, cs, ct = rank[rest], new_comp[cs[rest]], new_comp[ct[rest]]
+        if bool((cs == ct).any()):
+            raise InputError(f"the edges do not connect the {n} points: some close a cycle")
+    key[items] = 2 * m  # the last picks (or the one point): the root chain
+    owner = xp.empty(m, xp.int64)  # the edge whose chain a key names (inverse of cid)
+    owner[cid] = xp.arange(m, dtype=xp.int64)
+    for edge, target in reversed(followers):
+        # An edge above its component's pick joins the root path above the
+        # pick, at its own rank: the first chain up from the pick's whose
+        # top edge is heavier (the picks of later rounds are placed already).
+        while edge.shape[0]:
+            k_t = key[target]
+            top = owner[xp.minimum(k_t >> 1, m - 1)]
+            fits = (k_t == 2 * m) | (edge < top)
+            key[edge[fits]] = k_t[fits]
+            edge, target = edge[~fits], top[~fits]
+    return key, owner, round_ends
+
+
+def dendrogram(xp, s, t, n):
+    """Children and sizes of Kruskal's merges, in parallel.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    s, t : (m,) int64 arrays of ``xp``, the m = n - 1 edges of a spanning tree
+        in the strict order.
+    n : int >= 1.
+
+    Returns
+    -------
+    children : (m, 2) int64, the two clusters merged by each edge (ids < n are
+        points, n + j the cluster of edge j), the smaller first.
+    size : (m,) int64, the points in the cluster each edge forms.
+    """
+    m = s.shape[0]
+    key, edge_of, round_ends = boruvka_chains(xp, s, t, n)
+    if m == 0:
+        return xp.zeros((0, 2), xp.int64), xp.zeros(0, xp.int64)
+    # items in chain order: by key, then rank (points have rank -1)
+    ids = xp.arange(m + n, dtype=xp.int64)
+    item_rank = xp.where(ids < m, ids, -1)
+    order = xp.argsort(key * (m + 2) + (item_rank + 1))
+    skey = key[order]
+    last = xp.ones(m + n, bool)
+    last[:-1] = skey[1:] != skey[:-1]
+    node = xp.where(order < m, n + order, order - m)  # linkage ids of the items
+
+    children = xp.full((m, 2), -1, xp.int64)
+    tops = xp.flatnonzero(last & (skey < 2 * m))
+    children[edge_of[skey[tops] >> 1], skey[tops] & 1] = node[tops]
+    below = xp.flatnonzero(~last)
+    up = order[below + 1]  # the next item of the chain: an edge
+    slot = xp.where(children[up, 0] == -1, 0, 1)
+    children[up, slot] = node[below]
+    children.sort(axis=1)
+
+    # sizes: prefix sums along the chains, round by round
+    weight = xp.zeros(m, xp.int64)  # an edge's chains' totals = its side sizes
+    size = xp.empty(m, xp.int64)
+    bounds = [2 * e for e in [0] + round_ends] + [2 * m + 1]
+    cut = xp.searchsorted(skey, xp.asarray(bounds, dtype=xp.int64)).tolist()
+    for lo, hi in pairwise(cut):
+        if hi == lo:
+            continue
+        x = order[lo:hi]
+        is_edge = x < m
+        w = xp.where(is_edge, weight[xp.where(is_edge, x, 0)], 1)
+        total = xp.cumsum(w)
+        first = xp.ones(hi - lo, bool)
+        first[1:] = last[lo:hi - 1]
+        start = xp.flatnonzero(first)
+        base = (total[start] - w[start])[xp.cumsum(first) - 1]
+        within = total - base
+        size[x[is_edge]] = within[is_edge]
+        ends = xp.flatnonzero(last[lo:hi] & (skey[lo:hi] < 2 * m))
+        _scatter_add(xp, weight, edge_of[skey[lo:hi][ends] >> 1], within[ends])
+    return children, size
