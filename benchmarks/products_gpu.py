@@ -13,8 +13,12 @@ Points on the device (halos, 3-D float32, seed 0); each figure the median of
   takes beyond the tree; ``--check`` compares it with the host's union-find;
 * ``fof_1``, ``fof_8``: ``tree.fof(b)`` at b = 0.2 mean spacings, and at 8
   lengths at once, on the device;
+* ``hdbscan_extract``: HDBSCAN* clusters (labels, probabilities, GLOSH) from
+  the mutual-reachability tree on the device, with the device memory it
+  takes beyond the tree; ``--check`` compares them with the host's;
 * ``hdbscan`` (``--hdbscan``): ``HDBSCAN(min_cluster_size, min_samples,
-  backend="cuda").fit`` end to end, and its part beyond the tree.
+  backend="cuda").fit`` end to end (points on the device, attributes on
+  the host), and its part beyond the tree.
 
 Writes JSON (device, every number) to ``--out`` and prints a table.
 """
@@ -78,7 +82,8 @@ def main():
            "n": a.n, "d": 3, "dataset": "halos", "dtype": "float32", "repeats": a.repeats,
            "generate_seconds": gen}
     res["emst"], tree = timed(lambda: emst(X, backend="cuda"))
-    res["emst_mrd"], _ = timed(lambda: emst(X, min_samples=a.min_samples, backend="cuda"))
+    res["emst_mrd"], mr_tree = timed(lambda: emst(X, min_samples=a.min_samples,
+                                                  backend="cuda"))
     res["linkage"], Z = timed(lambda: tree.linkage())
     del Z
     from emst_dask.products.dendrogram import dendrogram
@@ -108,6 +113,29 @@ def main():
     res["ratios"] = {"linkage/emst": res["linkage"] / res["emst"],
                      "fof_1/emst": res["fof_1"] / res["emst"],
                      "fof_8/fof_1": res["fof_8"] / res["fof_1"]}
+    from emst_dask.products.hdbscan import extract
+
+    def clusters():
+        return extract(mr_tree.source, mr_tree.target, mr_tree.weight, a.n,
+                       a.min_cluster_size)
+
+    res["hdbscan_extract"], got = timed(clusters)
+    res["hdbscan_extract_clusters"] = int(got.n_clusters)
+    del got
+    res["hdbscan_extract_bytes_per_point_beyond_tree"] = device_bytes(clusters) / a.n
+    res["ratios"]["hdbscan_extract/emst_mrd"] = res["hdbscan_extract"] / res["emst_mrd"]
+    if a.check:
+        t0 = time.perf_counter()
+        host = extract(mr_tree.source.get(), mr_tree.target.get(), mr_tree.weight.get(), a.n,
+                       a.min_cluster_size)
+        res["hdbscan_extract_host"] = time.perf_counter() - t0
+        dev = clusters()
+        res["hdbscan_extract_equals_host"] = bool(
+            (dev.labels.get() == host.labels).all()
+            and (dev.probabilities.get() == host.probabilities).all()
+            and (dev.outlier_scores.get() == host.outlier_scores).all())
+        del host, dev
+    del mr_tree
     if a.hdbscan:
         est = HDBSCAN(min_cluster_size=a.min_cluster_size, min_samples=a.min_samples,
                       backend="cuda")
@@ -120,7 +148,8 @@ def main():
         json.dump(res, fh, indent=1)
     print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
     for k in ("emst", "emst_mrd", "linkage", "linkage_sort", "linkage_dendrogram",
-              "linkage_host", "fof_1", "fof_8", "hdbscan", "hdbscan_beyond_tree"):
+              "linkage_host", "fof_1", "fof_8", "hdbscan_extract", "hdbscan_extract_host",
+              "hdbscan", "hdbscan_beyond_tree"):
         if k in res:
             print(f"  {k:<22s} {res[k]:8.4f} s")
     for k, v in res["ratios"].items():
@@ -128,6 +157,10 @@ def main():
     print(f"  linkage: {res['linkage_bytes_per_point_beyond_tree']:.1f} B/point beyond the "
           f"tree ({res['linkage_output_bytes_per_point']:.1f} of them the matrix); "
           f"equals host: {res.get('linkage_equals_host')}")
+    print(f"  hdbscan extract: "
+          f"{res['hdbscan_extract_bytes_per_point_beyond_tree']:.1f} B/point beyond the tree; "
+          f"{res['hdbscan_extract_clusters']} clusters; equals host: "
+          f"{res.get('hdbscan_extract_equals_host')}")
     print(f"  {res.get('hdbscan_clusters')} clusters; {res['fof_1_groups']} FoF groups at b=0.2")
 
 

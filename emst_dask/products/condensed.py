@@ -15,7 +15,8 @@ class CondensedTree:
 
     Parameters
     ----------
-    array : structured numpy array (parent, child, lambda_val, child_size)
+    array : structured numpy array (parent, child, lambda_val, child_size),
+        or an object whose ``to_numpy()`` builds it when first needed
     n_points : int
     selected : sequence of int
         The condensed-tree ids of the selected clusters, in label order.
@@ -28,16 +29,20 @@ class CondensedTree:
 
     def to_numpy(self) -> np.ndarray:
         """The structured array (parent, child, lambda_val, child_size)."""
+        if not isinstance(self._array, np.ndarray):
+            self._array = self._array.to_numpy()
         return self._array
 
     def __array__(self, dtype=None, copy=None):
-        return self._array if dtype is None else self._array.astype(dtype)
+        a = self.to_numpy()
+        return a if dtype is None else a.astype(dtype)
 
     def __len__(self) -> int:
-        return len(self._array)
+        return len(self.to_numpy())
 
     def __repr__(self) -> str:
-        clusters = int((self._array["child_size"] > 1).sum()) + 1 if len(self._array) else 1
+        a = self.to_numpy()
+        clusters = int((a["child_size"] > 1).sum()) + 1 if len(a) else 1
         return (f"CondensedTree(n_points={self.n_points}, clusters={clusters}, "
                 f"selected={len(self.selected)})")
 
@@ -65,7 +70,7 @@ class CondensedTree:
 
         if ax is None:
             _, ax = plt.subplots(figsize=(8, 5))
-        t = self._array
+        t = self.to_numpy()
         if len(t) == 0:
             ax.set_title("empty condensed tree")
             return ax

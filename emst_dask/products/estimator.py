@@ -249,13 +249,14 @@ class HDBSCAN:
         if tree.n_edges != max(n - 1, 0):
             raise InputError(f"the tree has {tree.n_edges} edges for {n} points: not a "
                              "spanning tree")
-        s, t, w = (_host(a) for a in (tree.source, tree.target, tree.weight))
-        res = extract(s, t, w, n, **self._clusters_params())
+        # a tree on the device is clustered there (only the cluster tree
+        # comes to the host); the attributes are numpy, as scikit-learn's
+        res = extract(tree.source, tree.target, tree.weight, n, **self._clusters_params())
         from .condensed import CondensedTree
 
-        self.labels_ = res.labels
-        self.probabilities_ = res.probabilities
-        self.outlier_scores_ = res.outlier_scores
+        self.labels_ = _host(res.labels)
+        self.probabilities_ = _host(res.probabilities)
+        self.outlier_scores_ = _host(res.outlier_scores)
         self.condensed_tree_ = CondensedTree(res.condensed_tree, n, res.selected)
         self.cluster_persistence_ = res.persistence
         self._linkage = None

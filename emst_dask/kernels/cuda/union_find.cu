@@ -39,7 +39,7 @@ __global__ void uf_hook(const long long* __restrict__ source,
 }
 
 // After the hooks: every parent is its root, and roots are flagged.
-__global__ void uf_flatten(long long* parent, long long* is_root, long long n) {
+extern "C" __global__ void uf_flatten(long long* parent, long long* is_root, long long n) {
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;
          x += (long long)gridDim.x * blockDim.x) {
         long long r = x, p;
@@ -51,7 +51,7 @@ __global__ void uf_flatten(long long* parent, long long* is_root, long long n) {
 
 // labels[x] = number of the root of x among the roots (an inclusive scan of
 // is_root, minus one).
-__global__ void uf_number(const long long* __restrict__ parent,
+extern "C" __global__ void uf_number(const long long* __restrict__ parent,
                           const long long* __restrict__ scan, long long* labels,
                           long long n) {
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;

@@ -96,6 +96,31 @@ def check_edges(source, target, weight, n):
     return s, t, w
 
 
+def check_device_edges(source, target, weight, n):
+    """``check_edges`` for CuPy edges, left on the device: (cupy, source,
+    target, weight) with the same checks and messages."""
+    from ..order import check_edges as check_edge_list
+
+    if not _is_int(n) or int(n) < 1:
+        raise InputError(f"n must be an integer >= 1, got {n!r}")
+    n = int(n)
+    for name, a in (("source", source), ("target", target), ("weight", weight)):
+        if a.ndim != 1 or a.shape[0] != n - 1:
+            raise InputError(f"{name} must have shape ({n - 1},) for n={n}, got {a.shape}")
+    if n > 1 and (source.dtype.kind not in "iu" or target.dtype.kind not in "iu"):
+        raise InputError("source and target must be integer arrays")
+    if weight.dtype.kind not in "iuf":
+        raise InputError(f"weight must be a float array, got {weight.dtype}")
+    try:
+        xp, s, t, w = check_edge_list(source, target, weight, n)
+    except InputError as e:
+        raise InputError(f"edge endpoints must be rows in [0, {n}) and edge weights "
+                         f"finite and >= 0 ({e})") from None
+    if n > 1 and not bool(xp.isfinite(w).all()):
+        raise InputError("edge weights must be finite and >= 0")
+    return xp, s, t, w
+
+
 def _host(a):
     if hasattr(a, "get") and not isinstance(a, np.ndarray):  # cupy
         a = a.get()

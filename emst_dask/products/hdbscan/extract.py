@@ -6,12 +6,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import (check_allow_single_cluster, check_edges, check_epsilon,
-                     check_max_cluster_size, check_method, check_min_cluster_size)
+from .checks import (
+    check_allow_single_cluster,
+    check_device_edges,
+    check_edges,
+    check_epsilon,
+    check_max_cluster_size,
+    check_method,
+    check_min_cluster_size,
+)
 from .condense import CONDENSED_DTYPE, _condensed_columns, as_structured
 from .scores import _labels, _outlier_scores, _persistence
 from .select import _select
 from .tables import Fields, cluster_table
+
+
+def _on_device(a) -> bool:
+    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
 
 
 @dataclass
@@ -69,6 +80,10 @@ def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_met
     Returns
     -------
     HDBSCANResult
+        numpy arrays; for CuPy edges (a tree on the device) the labels,
+        probabilities and outlier scores are CuPy arrays, computed there in
+        parallel (``hdbscan.device``), and the condensed tree is built on the
+        host when first read.
 
     Raises
     ------
@@ -81,6 +96,12 @@ def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_met
     allow = check_allow_single_cluster(allow_single_cluster)
     eps = check_epsilon(cluster_selection_epsilon)
     max_size = check_max_cluster_size(max_cluster_size)
+    if _on_device(weight):
+        xp, s, t, w = check_device_edges(source, target, weight, n)
+        if int(n) > 1:
+            from .device import extract_xp
+
+            return extract_xp(xp, s, t, w, int(n), m, method, allow, eps, max_size)
     s, t, w = check_edges(source, target, weight, n)
     n = int(n)
     columns = _condensed_columns(s, t, w, n, m)

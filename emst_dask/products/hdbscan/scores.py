@@ -170,6 +170,14 @@ def cluster_persistence(condensed, labels, selected, eom_stability) -> np.ndarra
 def _persistence(labels, selected, eom_stability, lam_max, n):
     k = len(selected)
     sizes = np.bincount(labels[labels >= 0], minlength=k)[:k]
+    return persistence_of_sizes(sizes, selected, eom_stability, lam_max, n)
+
+
+def persistence_of_sizes(sizes, selected, eom_stability, lam_max, n):
+    """``cluster_persistence`` from the selected clusters' point counts
+    ((k,) int64, in label order)."""
+    k = len(selected)
+    sizes = np.asarray(sizes)[:k]
     out = np.ones(k, np.float64)
     if k == 0 or lam_max == 0.0 or np.isinf(lam_max):
         return out

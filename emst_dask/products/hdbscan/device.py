@@ -1,0 +1,416 @@
+"""HDBSCAN* where the tree is: the condensed tree, the stabilities and the
+per-point results, whole-array (CuPy on the device; numpy in the tests).
+
+Only the cluster tree goes to the host (a row per cluster: about n /
+min_cluster_size at most), where the selection runs (``select``), as for
+host trees.  Steps, from the mutual-reachability tree's edges:
+
+1. the binary single-linkage dendrogram in the strict edge order, in
+   parallel (``products.dendrogram``);
+2. the level sets: a binary node whose parent has the same height is part of
+   its parent's merge (merges at one height are one merge); pointer jumping
+   gives every node the top of its run, the node of the level-set hierarchy;
+3. the runt pruning: a node is *big* with at least ``min_cluster_size``
+   points; the big children of a node with two or more big children are
+   born as clusters; every point leaves the cluster of the lowest big node
+   above it, at that node's lambda (pointer jumping through the small nodes
+   below it and up the big nodes to the nearest birth);
+4. clusters numbered as on the host (breadth first, siblings by their
+   smallest row), stabilities summed per cluster by increasing lambda in
+   the host's order of operations, so the selection sees the same numbers;
+5. labels, probabilities and GLOSH scores, one gather per point.
+
+The result equals ``extract`` on the host (the tests compare them).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..dendrogram import _scatter_add, dendrogram, scatter_min
+from ..order import sorted_edges
+from .condense import CONDENSED_DTYPE
+from .scores import _nearest_selected, persistence_of_sizes
+from .select import _select
+from .tables import ClusterTable
+
+
+def _jump(xp, ptr):
+    """Pointer jumping to the roots of the forest ``ptr`` (roots: ptr[x] == x)."""
+    while True:
+        up = ptr[ptr]
+        if bool((up == ptr).all()):
+            return ptr
+        ptr = up
+
+
+def _scatter_max_nonneg(xp, a, idx, values):
+    """``a[idx] = max(a[idx], values)`` for float64 >= 0 (inf included): the
+    bit patterns of non-negative doubles order as the numbers."""
+    a, values = a.view(xp.uint64), values.view(xp.uint64)
+    if hasattr(xp.maximum, "at"):
+        xp.maximum.at(a, idx, values)
+    else:  # CuPy < 13
+        import cupyx
+
+        cupyx.scatter_max(a, idx, values)
+
+
+def _lam(xp, h):
+    return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
+
+
+def level_set_clusters(xp, s, t, w, n, min_cluster_size):
+    """Steps 1 to 3: the clusters (births) and where every point leaves.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    s, t : (n-1,) int64; w : (n-1,) float32/float64, a spanning tree of n >= 2
+        points (checked).
+    n : int; min_cluster_size : int >= 2.
+
+    Returns
+    -------
+    dict of arrays of ``xp``: ``point_cluster`` (n,) int64 (the birth each
+    point leaves, an index into the births), ``point_lambda`` (n,) float64;
+    per birth (B,), the root last: ``parent`` int64 (-1 for the root),
+    ``birth_lambda`` float64, ``size`` int64, ``min_row`` int64 (the
+    smallest row leaving it), ``death`` float64 (the largest lambda of a
+    point leaving it), ``split_depth`` int64 (the depth of the node it is
+    born at, among the big nodes; 0 for the root).
+    """
+    order = sorted_edges(xp, s, t, w)
+    children, size = dendrogram(xp, s[order], t[order], n)
+    N, R = 2 * n - 1, 2 * n - 2
+    node = xp.arange(N, dtype=xp.int64)
+    parent = xp.full(N, -1, xp.int64)
+    merge = xp.arange(n, N, dtype=xp.int64)
+    parent[children[:, 0]] = merge
+    parent[children[:, 1]] = merge
+    del children, merge
+    height = xp.empty(N, xp.float64)
+    height[:n] = -1.0  # a point is never part of its parent's merge
+    height[n:] = w[order]
+    del order
+    count = xp.empty(N, xp.int64)
+    count[:n] = 1
+    count[n:] = size
+    del size
+
+    # 2. the level sets: every node to the top of its run of equal heights
+    inner = xp.arange(n, R, dtype=xp.int64)
+    same = inner[height[parent[inner]] == height[inner]]
+    up = node.copy()
+    up[same] = parent[same]
+    del inner, same
+    top = _jump(xp, up)
+    level = node == top  # the nodes of the level-set hierarchy (points too)
+    mparent = xp.full(N, -1, xp.int64)
+    mparent[:R] = top[parent[:R]]
+    del parent, top, up
+
+    # 3. big nodes, births, and the cluster every point leaves
+    big = level & (count >= min_cluster_size)
+    big[R] = False
+    big_ids = xp.flatnonzero(big)
+    n_big = xp.zeros(N, xp.int64)
+    _scatter_add(xp, n_big, mparent[big_ids], xp.ones(big_ids.shape[0], xp.int64))
+    birth = xp.zeros(N, bool)
+    birth[big_ids] = n_big[mparent[big_ids]] >= 2
+    birth[R] = True
+    del n_big, big_ids
+
+    climb = node.copy()  # small nodes climb while their parent is small
+    small = xp.flatnonzero(level & (count < min_cluster_size) & (node != R))
+    mp = mparent[small]
+    goes_up = (mp != R) & (count[mp] < min_cluster_size)
+    climb[small[goes_up]] = mp[goes_up]
+    del small, mp, goes_up
+    highest_small = _jump(xp, climb)[:n]
+    leave_at = mparent[highest_small]  # the lowest big node (or the root) above
+    del climb, highest_small
+    point_lambda = _lam(xp, height[leave_at])
+
+    holders = xp.flatnonzero(big | (node == R))
+    where = xp.full(N, -1, xp.int64)
+    h = holders.shape[0]
+    where[holders] = xp.arange(h, dtype=xp.int64)
+    above = where[xp.maximum(mparent[holders], 0)]  # holders' parents hold too
+    is_root = holders == R
+    to = xp.where(birth[holders], xp.arange(h, dtype=xp.int64), above)
+    holder_birth = holders[_jump(xp, to)]  # the nearest birth at or above
+    ptr = xp.where(is_root, h - 1, above)  # the depth of every holder
+    depth = xp.where(is_root, 0, 1).astype(xp.int64)
+    while True:
+        nxt = ptr[ptr]
+        if bool((nxt == ptr).all()):
+            break
+        depth = depth + depth[ptr]
+        ptr = nxt
+    del to, ptr, above, is_root
+
+    births = xp.flatnonzero(birth)  # by node id: a birth's parent comes later
+    B = int(births.shape[0])
+    index = xp.full(N, -1, xp.int64)
+    index[births] = xp.arange(B, dtype=xp.int64)
+    point_cluster = index[holder_birth[where[leave_at]]]
+    del leave_at
+    b_parent = xp.full(B, -1, xp.int64)
+    b_lambda = xp.zeros(B, xp.float64)
+    b_depth = xp.zeros(B, xp.int64)
+    if B > 1:
+        above = mparent[births[:-1]]
+        b_parent[:-1] = index[holder_birth[where[above]]]
+        b_lambda[:-1] = _lam(xp, height[above])
+        b_depth[:-1] = depth[where[above]]
+    min_row = xp.full(B, n, xp.int64)
+    scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=xp.int64))
+    death = xp.zeros(B, xp.float64)
+    _scatter_max_nonneg(xp, death, point_cluster, point_lambda)
+    return dict(point_cluster=point_cluster, point_lambda=point_lambda, parent=b_parent,
+                birth_lambda=b_lambda, size=count[births], min_row=min_row, death=death,
+                split_depth=b_depth)
+
+
+@njit(cache=True)
+def _preorder(parent, low):
+    """Depth-first preorder of the births' tree (root last in the input,
+    parents after children), the children of a birth by increasing ``low``."""
+    B = parent.shape[0]
+    kids = np.zeros(B + 1, np.int64)
+    for b in range(B - 1):
+        kids[parent[b] + 1] += 1
+    for b in range(B):
+        kids[b + 1] += kids[b]
+    fill = kids[:-1].copy()
+    lst = np.empty(max(B - 1, 0), np.int64)
+    for b in range(B - 1):
+        lst[fill[parent[b]]] = b
+        fill[parent[b]] += 1
+    pre = np.empty(B, np.int64)
+    stack = np.empty(B, np.int64)
+    stack[0] = B - 1
+    top, seen = 1, 0
+    while top:
+        top -= 1
+        c = stack[top]
+        pre[c] = seen
+        seen += 1
+        part = lst[kids[c]:kids[c + 1]]
+        part = part[np.argsort(low[part], kind="mergesort")]
+        for i in range(part.shape[0] - 1, -1, -1):  # the smallest row on top
+            stack[top] = part[i]
+            top += 1
+    return pre
+
+
+def host_numbers(parent, min_row, split_depth):
+    """The host's cluster ids (minus n) of the births.
+
+    The host numbers clusters as it meets them in a breadth-first walk of
+    the hierarchy's big nodes, children by increasing smallest row: the
+    clusters born at one node take consecutive numbers, and the nodes are
+    met by depth, then (at one depth, so in different clusters) in the
+    depth-first order of the clusters holding them.
+
+    Parameters
+    ----------
+    parent : (B,) int64, the parent birth (-1 for the root, which is last).
+    min_row : (B,) int64, the smallest row leaving each birth.
+    split_depth : (B,) int64, the depth of the node each birth is born at.
+
+    Returns
+    -------
+    (B,) int64, 0 for the root.
+    """
+    B = parent.shape[0]
+    low = min_row.copy()
+    for b in range(B - 1):  # children before parents: the smallest row below
+        low[parent[b]] = min(low[parent[b]], low[b])
+    pre = _preorder(parent, low)
+    number = np.zeros(B, np.int64)
+    rest = np.arange(B - 1)
+    order = np.lexsort((low[rest], pre[parent[rest]], split_depth[rest]))
+    number[rest[order]] = np.arange(1, B)
+    return number
+
+
+@njit(cache=True)
+def _run_sums_host(offsets, run_lam, run_cnt, birth):
+    K = offsets.shape[0] - 1
+    stab = np.zeros(K, np.float64)
+    for k in range(K):
+        for i in range(offsets[k], offsets[k + 1]):
+            stab[k] += (run_lam[i] - birth[k]) * run_cnt[i]
+    return stab
+
+
+_RUN_SUMS = r"""
+extern "C" __global__ void cluster_run_sums(const long long* offsets, const double* lam,
+                                            const long long* cnt, const double* birth,
+                                            double* stab, long long K) {
+    long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (k >= K) return;
+    double s = 0.0, b = birth[k];
+    for (long long i = offsets[k]; i < offsets[k + 1]; ++i)  // no FMA: the host's rounding
+        s = __dadd_rn(s, __dmul_rn(__dsub_rn(lam[i], b), (double)cnt[i]));
+    stab[k] = s;
+}
+"""
+
+
+def _run_sums(xp, offsets, run_lam, run_cnt, birth):
+    """Per cluster, ``sum((lambda - birth) * count)`` over its runs in order,
+    one cluster at a time as on the host (the same roundings)."""
+    if xp is np:
+        return _run_sums_host(offsets, run_lam, run_cnt, birth)
+    import cupy
+
+    K = offsets.shape[0] - 1
+    stab = cupy.zeros(K, cupy.float64)
+    if K:
+        kernel = cupy.RawKernel(_RUN_SUMS, "cluster_run_sums")
+        kernel((-(-K // 128),), (128,), (offsets, run_lam, run_cnt, birth, stab, np.int64(K)))
+    return stab
+
+
+def _stabilities(xp, cluster, lam, weight, birth, K):
+    """Runs of equal (cluster, lambda), summed per cluster by increasing lambda."""
+    key = xp.stack([lam.view(xp.int64), cluster])  # lambda >= 0: its bits order it
+    order = xp.lexsort(key)
+    del key
+    c, lam, weight = cluster[order], lam[order], weight[order]
+    del order
+    r = c.shape[0]
+    new = xp.ones(r, bool)
+    new[1:] = (c[1:] != c[:-1]) | (lam[1:] != lam[:-1])
+    starts = xp.flatnonzero(new)
+    total = xp.cumsum(weight)
+    ends = xp.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1:] = r
+    run_cnt = total[ends - 1] - total[starts] + weight[starts]
+    run_c = c[starts]
+    offsets = xp.searchsorted(run_c, xp.arange(K + 1, dtype=xp.int64))
+    return _run_sums(xp, offsets, lam[starts], run_cnt, birth)
+
+
+def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_size):
+    """``extract`` on checked edges of a spanning tree, where they are.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    s, t : (n-1,) int64; w : (n-1,) float32/float64 arrays of ``xp``.
+    n : int >= 2; the other parameters checked, as ``extract``'s.
+
+    Returns
+    -------
+    ``HDBSCANResult`` whose labels, probabilities and outlier scores are
+    arrays of ``xp``; its condensed tree is built on the host when first
+    read (``DeviceCondensed``).
+    """
+    from .extract import HDBSCANResult
+
+    got = level_set_clusters(xp, s, t, w, n, min_cluster_size)
+    host = {k: _to_host(got[k]) for k in ("parent", "birth_lambda", "size", "min_row",
+                                           "death", "split_depth")}
+    number = host_numbers(host["parent"], host["min_row"], host["split_depth"])
+    K = number.shape[0]
+    inv = np.empty(K, np.int64)
+    inv[number] = np.arange(K)
+    cparent = np.full(K, -1, np.int64)
+    cparent[1:] = number[host["parent"][inv[1:]]]
+    birth = host["birth_lambda"][inv]
+    size = host["size"][inv]
+    death = host["death"][inv]
+    if K > 1:
+        np.maximum.at(death, cparent[1:], birth[1:])
+        size[0] = size[1:][cparent[1:] == 0].sum()
+
+    pcl = xp.asarray(number)[got["point_cluster"]]  # the cluster each point leaves
+    lam = got["point_lambda"]
+    del got
+    rows_c = xp.concatenate([pcl, xp.asarray(cparent[1:])])
+    rows_lam = xp.concatenate([lam, xp.asarray(birth[1:])])
+    rows_w = xp.concatenate([xp.ones(n, xp.int64), xp.asarray(size[1:])])
+    stability = _to_host(_stabilities(xp, rows_c, rows_lam, rows_w, xp.asarray(birth), K))
+    del rows_c, rows_lam, rows_w
+    table = ClusterTable(cparent, birth, death, size, stability)
+    selected, eom_stab = _select(table, n, method, allow_single, eps, max_size)
+
+    # labels and probabilities (``scores._label_points``, one gather per point)
+    mask = np.zeros(K, np.bool_)
+    rank = np.full(K, -1, np.int64)
+    k_sel = selected - n
+    mask[k_sel] = True
+    rank[k_sel] = np.arange(k_sel.shape[0])
+    anc = _nearest_selected(cparent, mask)
+    single_root = bool(allow_single and k_sel.shape[0] == 1 and mask[0])
+    threshold = 1.0 / eps if eps != 0.0 else float(death[0])
+    sel = xp.asarray(anc)[pcl]
+    keep = (sel >= 0) & ((sel != 0) | (single_root & (lam >= threshold)))
+    safe = xp.maximum(sel, 0)
+    labels = xp.where(keep, xp.asarray(rank)[safe], -1)
+    d = xp.asarray(death)[safe]
+    capped = xp.minimum(xp.where(xp.isinf(lam), 0.0, lam), d)
+    prob = xp.where(keep, xp.where((d == 0.0) | xp.isinf(lam), 1.0,
+                                   capped / xp.where(d == 0.0, 1.0, d)), 0.0)
+    del sel, keep, safe, d, capped
+
+    # GLOSH (``scores._glosh``): the largest lambda below each cluster
+    top = death.copy()
+    for k in range(K - 1, 0, -1):
+        top[cparent[k]] = max(top[cparent[k]], top[k])
+    mx = xp.asarray(top)[pcl]
+    finite = xp.isfinite(lam)
+    plain = xp.isfinite(mx) & (mx != 0.0)
+    safe_mx = xp.where(plain, mx, 1.0)
+    scores = xp.where((mx == 0.0) | ~finite, 0.0,
+                      xp.where(plain, (safe_mx - xp.where(finite, lam, 0.0)) / safe_mx, 1.0))
+    del mx, finite, plain, safe_mx
+
+    sizes = _to_host(xp.bincount(labels[labels >= 0], minlength=k_sel.shape[0]))
+    lam_max = max(float(lam.max()), float(birth.max()) if K else 0.0)
+    persistence = persistence_of_sizes(sizes, selected, eom_stab, lam_max, n)
+    condensed = DeviceCondensed(xp, cparent, birth, size, pcl, lam, n)
+    return HDBSCANResult(labels, prob, scores, condensed, stability, persistence, selected)
+
+
+def _to_host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+class DeviceCondensed:
+    """The condensed tree of a device result, built on the host on demand
+    (``np.asarray``): the cluster rows by child id, then a row per point by
+    row number (the host lists the same rows breadth first)."""
+
+    def __init__(self, xp, cparent, birth, size, point_cluster, point_lambda, n):
+        self._parts = (xp, cparent, birth, size, point_cluster, point_lambda, n)
+        self._array = None
+
+    def to_numpy(self) -> np.ndarray:
+        if self._array is None:
+            _, cparent, birth, size, pcl, lam, n = self._parts
+            K = cparent.shape[0]
+            out = np.empty(K - 1 + n, CONDENSED_DTYPE)
+            out["parent"][:K - 1] = cparent[1:] + n
+            out["child"][:K - 1] = np.arange(1, K) + n
+            out["lambda_val"][:K - 1] = birth[1:]
+            out["child_size"][:K - 1] = size[1:]
+            out["parent"][K - 1:] = _to_host(pcl) + n
+            out["child"][K - 1:] = np.arange(n)
+            out["lambda_val"][K - 1:] = _to_host(lam)
+            out["child_size"][K - 1:] = 1
+            self._array = out
+            self._parts = None
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __len__(self) -> int:
+        return len(self.to_numpy())

@@ -1,0 +1,133 @@
+"""HDBSCAN* where the tree is (``emst_dask.products.hdbscan.device``): the
+whole-array formulation, run here with numpy, against the host's
+``extract`` (itself tested against scikit-learn, hdbscan and a level-set
+oracle); on a GPU, CuPy against the host.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emst_dask import HDBSCAN, InputError, emst
+from emst_dask.products.hdbscan import extract
+from emst_dask.products.hdbscan.device import extract_xp
+from emst_dask.products.order import check_edges
+
+
+def clouds(seed):
+    rng = np.random.default_rng(seed)
+    blobs = rng.normal(size=(1500, 2)) * 0.6 + rng.integers(0, 4, (1500, 1)) * 4.0
+    lattice = rng.integers(0, 14, (1200, 2)).astype(np.float64)  # ties, duplicates
+    uniform = rng.random((900, 3))
+    dups = np.repeat(rng.random((60, 2)), rng.integers(1, 30, 60), axis=0)
+    return {"blobs": blobs, "lattice": lattice, "uniform": uniform, "duplicates": dups}
+
+
+def same(a, b):
+    np.testing.assert_array_equal(a.labels, b.labels)
+    np.testing.assert_array_equal(a.probabilities, b.probabilities)
+    np.testing.assert_array_equal(a.outlier_scores, b.outlier_scores)
+    np.testing.assert_array_equal(a.selected, b.selected)
+    np.testing.assert_array_equal(a.stability, b.stability)
+    np.testing.assert_array_equal(a.persistence, b.persistence)
+    key = ["child", "parent"]
+    np.testing.assert_array_equal(np.sort(np.asarray(a.condensed_tree), order=key),
+                                  np.sort(np.asarray(b.condensed_tree), order=key))
+
+
+def both(points, k, **params):
+    tree = emst(points, min_samples=k, backend="cpu")
+    n = len(points)
+    host = extract(tree.source, tree.target, tree.weight, n, **params)
+    _, s, t, w = check_edges(tree.source, tree.target, tree.weight, n)
+    p = dict(min_cluster_size=5, cluster_selection_method="eom", allow_single_cluster=False,
+             cluster_selection_epsilon=0.0, max_cluster_size=None) | params
+    whole = extract_xp(np, s, t, w, n, p["min_cluster_size"], p["cluster_selection_method"],
+                       p["allow_single_cluster"], p["cluster_selection_epsilon"],
+                       p["max_cluster_size"])
+    return host, whole
+
+
+@pytest.mark.parametrize("name", ["blobs", "lattice", "uniform", "duplicates"])
+@pytest.mark.parametrize("params", [
+    dict(min_cluster_size=10),
+    dict(min_cluster_size=25, cluster_selection_method="leaf"),
+    dict(min_cluster_size=8, allow_single_cluster=True),
+    dict(min_cluster_size=8, cluster_selection_epsilon=0.7),
+    dict(min_cluster_size=5, max_cluster_size=200),
+    dict(min_cluster_size=2, cluster_selection_method="leaf", cluster_selection_epsilon=1.0,
+         allow_single_cluster=True),
+], ids=["eom", "leaf", "single", "epsilon", "max-size", "leaf-eps-single"])
+@pytest.mark.parametrize("k", [1, 5])
+def test_whole_array_equals_host(name, params, k):
+    host, whole = both(clouds(0)[name], k, **params)
+    same(host, whole)
+
+
+def test_tiny_and_degenerate_clouds():
+    rng = np.random.default_rng(4)
+    for pts in (np.zeros((2, 2)), np.zeros((40, 3)), rng.random((3, 2)), rng.random((7, 1)),
+                np.r_[np.zeros((20, 2)), np.ones((20, 2))]):
+        for mcs in (2, 5, 50):
+            for allow in (False, True):
+                host, whole = both(pts, 1, min_cluster_size=mcs, allow_single_cluster=allow)
+                same(host, whole)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 400), st.integers(2, 30), st.integers(1, 6), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_property_row_order_and_host(n, mcs, k, leaf, seed):
+    rng = np.random.default_rng(seed)
+    pts = rng.integers(0, 9, (n, 2)).astype(np.float64)  # ties everywhere
+    k = min(k, n)
+    method = "leaf" if leaf else "eom"
+    host, whole = both(pts, k, min_cluster_size=mcs, cluster_selection_method=method)
+    same(host, whole)
+    perm = rng.permutation(n)
+    _, shuffled = both(pts[perm], k, min_cluster_size=mcs, cluster_selection_method=method)
+    got = shuffled.labels[np.argsort(perm)]
+    # the same partition (numbered by the cluster tree of the permuted rows)
+    pairs = set(zip(whole.labels.tolist(), got.tolist()))
+    assert len(pairs) == len(set(whole.labels.tolist())) == len(set(got.tolist()))
+    assert ((whole.labels == -1) == (got == -1)).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["blobs", "lattice", "duplicates"])
+@pytest.mark.parametrize("method", ["eom", "leaf"])
+def test_cupy_equals_host(name, method):
+    cupy = pytest.importorskip("cupy")
+    pts = clouds(1)[name]
+    tree = emst(pts, min_samples=4, backend="cpu")
+    n = len(pts)
+    host = extract(tree.source, tree.target, tree.weight, n, 10, method)
+    dev = extract(cupy.asarray(tree.source), cupy.asarray(tree.target),
+                  cupy.asarray(tree.weight), n, 10, method)
+    assert isinstance(dev.labels, cupy.ndarray)
+    dev.labels, dev.probabilities = dev.labels.get(), dev.probabilities.get()
+    dev.outlier_scores = dev.outlier_scores.get()
+    same(host, dev)
+
+
+@pytest.mark.gpu
+def test_estimator_on_the_device_equals_the_host():
+    cupy = pytest.importorskip("cupy")
+    pts = clouds(2)["blobs"].astype(np.float32)
+    cpu = HDBSCAN(min_cluster_size=15, min_samples=6, backend="cpu").fit(pts)
+    gpu = HDBSCAN(min_cluster_size=15, min_samples=6, backend="cuda").fit(cupy.asarray(pts))
+    assert isinstance(gpu.labels_, np.ndarray)
+    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+    np.testing.assert_allclose(gpu.probabilities_, cpu.probabilities_, rtol=0, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_bad_device_edges_are_refused():
+    cupy = pytest.importorskip("cupy")
+    s, t = cupy.asarray([0, 1]), cupy.asarray([1, 2])
+    with pytest.raises(InputError, match="finite"):
+        extract(s, t, cupy.asarray([1.0, np.inf]), 3)
+    with pytest.raises(InputError, match="shape"):
+        extract(s, t, cupy.asarray([1.0, 2.0]), 4)
