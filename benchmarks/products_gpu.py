@@ -135,7 +135,7 @@ def main():
             and (dev.probabilities.get() == host.probabilities).all()
             and (dev.outlier_scores.get() == host.outlier_scores).all())
         del host, dev
-    del mr_tree
+    mr_tree = None  # frees the tree before the estimator computes its own
     if a.hdbscan:
         est = HDBSCAN(min_cluster_size=a.min_cluster_size, min_samples=a.min_samples,
                       backend="cuda")
