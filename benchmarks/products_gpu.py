@@ -93,9 +93,14 @@ def main():
         t_sort, order = timed(lambda: strict_order(tree.source, tree.target, tree.weight))
         s, t = tree.source[order], tree.target[order]
         del order
-        return t_sort, timed(lambda: dendrogram(cupy, s, t, a.n))[0]
+        t_dendrogram = timed(lambda: dendrogram(cupy, s, t, a.n))[0]
+        from emst_dask.engine.boruvka import Timers
 
-    res["linkage_sort"], res["linkage_dendrogram"] = phases()
+        timers = Timers(sync=cupy.cuda.Device().synchronize)
+        dendrogram(cupy, s, t, a.n, timers)
+        return t_sort, t_dendrogram, {k: round(v, 4) for k, v in timers.seconds.items()}
+
+    res["linkage_sort"], res["linkage_dendrogram"], res["dendrogram_phases"] = phases()
     res["linkage_bytes_per_point_beyond_tree"] = device_bytes(tree.linkage) / a.n
     res["linkage_output_bytes_per_point"] = (a.n - 1) * 32 / a.n
     if a.check:
@@ -121,6 +126,7 @@ def main():
 
     res["hdbscan_extract"], got = timed(clusters)
     res["hdbscan_extract_clusters"] = int(got.n_clusters)
+    res["hdbscan_extract_phases"] = {k: round(v, 4) for k, v in got.timings.items()}
     del got
     res["hdbscan_extract_bytes_per_point_beyond_tree"] = device_bytes(clusters) / a.n
     res["ratios"]["hdbscan_extract/emst_mrd"] = res["hdbscan_extract"] / res["emst_mrd"]
@@ -157,6 +163,8 @@ def main():
     print(f"  linkage: {res['linkage_bytes_per_point_beyond_tree']:.1f} B/point beyond the "
           f"tree ({res['linkage_output_bytes_per_point']:.1f} of them the matrix); "
           f"equals host: {res.get('linkage_equals_host')}")
+    print(f"  dendrogram phases: {res['dendrogram_phases']}")
+    print(f"  hdbscan extract phases: {res['hdbscan_extract_phases']}")
     print(f"  hdbscan extract: "
           f"{res['hdbscan_extract_bytes_per_point_beyond_tree']:.1f} B/point beyond the tree; "
           f"{res['hdbscan_extract_clusters']} clusters; equals host: "

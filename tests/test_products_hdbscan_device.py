@@ -131,3 +131,23 @@ def test_bad_device_edges_are_refused():
         extract(s, t, cupy.asarray([1.0, np.inf]), 3)
     with pytest.raises(InputError, match="shape"):
         extract(s, t, cupy.asarray([1.0, 2.0]), 4)
+
+
+def test_a_cluster_of_many_runs():
+    # the root's points leave at thousands of distinct lambdas: the run sums
+    # go block by block (tables.RUN_BLOCK), on the host and here alike
+    pts = np.random.default_rng(5).random((6000, 3))
+    host, whole = both(pts, 3, min_cluster_size=700, allow_single_cluster=True)
+    same(host, whole)
+
+
+@pytest.mark.gpu
+def test_cupy_many_runs_equals_host():
+    cupy = pytest.importorskip("cupy")
+    pts = np.random.default_rng(6).random((30000, 3))
+    tree = emst(pts, min_samples=3, backend="cpu")
+    host = extract(tree.source, tree.target, tree.weight, len(pts), 3000)
+    dev = extract(cupy.asarray(tree.source), cupy.asarray(tree.target),
+                  cupy.asarray(tree.weight), len(pts), 3000)
+    np.testing.assert_array_equal(dev.stability, host.stability)
+    np.testing.assert_array_equal(dev.labels.get(), host.labels)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..engine.boruvka import Timers
 from ..errors import InputError
 
 
@@ -161,7 +162,7 @@ def boruvka_chains(xp, s, t, n):
     return key, owner, round_ends
 
 
-def dendrogram(xp, s, t, n):
+def dendrogram(xp, s, t, n, timers=None):
     """Children and sizes of Kruskal's merges, in parallel.
 
     Parameters
@@ -170,6 +171,9 @@ def dendrogram(xp, s, t, n):
     s, t : (m,) int64 arrays of ``xp``, the m = n - 1 edges of a spanning tree
         in the strict order.
     n : int >= 1.
+    timers : ``engine.boruvka.Timers``, optional
+        Adds the seconds of the phases (``dendrogram_rounds``, ``_chains``,
+        ``_children``, ``_sizes``).
 
     Returns
     -------
@@ -178,7 +182,10 @@ def dendrogram(xp, s, t, n):
     size : (m,) int64, the points in the cluster each edge forms.
     """
     m = s.shape[0]
+    timers = timers or Timers(enabled=False)
+    timers.start()
     key, edge_of, round_ends = boruvka_chains(xp, s, t, n)
+    timers.stop("dendrogram_rounds")
     if m == 0:
         return xp.zeros((0, 2), xp.int64), xp.zeros(0, xp.int64)
     # items in chain order: by key, then rank (points have rank -1)
@@ -189,6 +196,7 @@ def dendrogram(xp, s, t, n):
     last = xp.ones(m + n, bool)
     last[:-1] = skey[1:] != skey[:-1]
     node = xp.where(order < m, n + order, order - m)  # linkage ids of the items
+    timers.stop("dendrogram_chains")
 
     children = xp.full((m, 2), -1, xp.int64)
     tops = xp.flatnonzero(last & (skey < 2 * m))
@@ -197,7 +205,11 @@ def dendrogram(xp, s, t, n):
     up = order[below + 1]  # the next item of the chain: an edge
     slot = xp.where(children[up, 0] == -1, 0, 1)
     children[up, slot] = node[below]
-    children.sort(axis=1)
+    del up, slot, below, tops
+    first, second = children[:, 0], children[:, 1]
+    children = xp.stack([xp.minimum(first, second), xp.maximum(first, second)], axis=1)
+    del first, second
+    timers.stop("dendrogram_children")
 
     # sizes: prefix sums along the chains, round by round
     weight = xp.zeros(m, xp.int64)  # an edge's chains' totals = its side sizes
@@ -219,4 +231,5 @@ def dendrogram(xp, s, t, n):
         size[x[is_edge]] = within[is_edge]
         ends = xp.flatnonzero(last[lo:hi] & (skey[lo:hi] < 2 * m))
         _scatter_add(xp, weight, edge_of[skey[lo:hi][ends] >> 1], within[ends])
+    timers.stop("dendrogram_sizes")
     return children, size

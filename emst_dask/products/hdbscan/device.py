@@ -24,15 +24,18 @@ The result equals ``extract`` on the host (the tests compare them).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
+from ...engine.boruvka import Timers
 from ..dendrogram import _scatter_add, dendrogram, scatter_min
 from ..order import sorted_edges
 from .condense import CONDENSED_DTYPE
 from .scores import _nearest_selected, persistence_of_sizes
 from .select import _select
-from .tables import ClusterTable
+from .tables import RUN_BLOCK, ClusterTable
 
 
 def _jump(xp, ptr):
@@ -60,7 +63,7 @@ def _lam(xp, h):
     return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
 
 
-def level_set_clusters(xp, s, t, w, n, min_cluster_size):
+def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     """Steps 1 to 3: the clusters (births) and where every point leaves.
 
     Parameters
@@ -69,6 +72,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size):
     s, t : (n-1,) int64; w : (n-1,) float32/float64, a spanning tree of n >= 2
         points (checked).
     n : int; min_cluster_size : int >= 2.
+    timers : ``engine.boruvka.Timers``, optional, for the phases' seconds.
 
     Returns
     -------
@@ -80,8 +84,12 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size):
     point leaving it), ``split_depth`` int64 (the depth of the node it is
     born at, among the big nodes; 0 for the root).
     """
+    timers = timers or Timers(enabled=False)
+    timers.start()
     order = sorted_edges(xp, s, t, w)
-    children, size = dendrogram(xp, s[order], t[order], n)
+    timers.stop("strict_order")
+    children, size = dendrogram(xp, s[order], t[order], n, timers)
+    timers.start()
     N, R = 2 * n - 1, 2 * n - 2
     node = xp.arange(N, dtype=xp.int64)
     parent = xp.full(N, -1, xp.int64)
@@ -109,6 +117,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size):
     mparent = xp.full(N, -1, xp.int64)
     mparent[:R] = top[parent[:R]]
     del parent, top, up
+    timers.stop("level_sets")
 
     # 3. big nodes, births, and the cluster every point leaves
     big = level & (count >= min_cluster_size)
@@ -168,6 +177,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size):
     scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=xp.int64))
     death = xp.zeros(B, xp.float64)
     _scatter_max_nonneg(xp, death, point_cluster, point_lambda)
+    timers.stop("runt_pruning")
     return dict(point_cluster=point_cluster, point_lambda=point_lambda, parent=b_parent,
                 birth_lambda=b_lambda, size=count[births], min_row=min_row, death=death,
                 split_depth=b_depth)
@@ -241,20 +251,38 @@ def _run_sums_host(offsets, run_lam, run_cnt, birth):
     K = offsets.shape[0] - 1
     stab = np.zeros(K, np.float64)
     for k in range(K):
-        for i in range(offsets[k], offsets[k + 1]):
-            stab[k] += (run_lam[i] - birth[k]) * run_cnt[i]
+        for start in range(offsets[k], offsets[k + 1], RUN_BLOCK):
+            part = 0.0
+            for i in range(start, min(start + RUN_BLOCK, offsets[k + 1])):
+                part += (run_lam[i] - birth[k]) * run_cnt[i]
+            stab[k] += part
     return stab
 
 
 _RUN_SUMS = r"""
-extern "C" __global__ void cluster_run_sums(const long long* offsets, const double* lam,
-                                            const long long* cnt, const double* birth,
-                                            double* stab, long long K) {
+// The host's roundings (tables._table): runs summed a block at a time, the
+// block sums in order; no FMA contraction.
+extern "C" __global__ void block_sums(const long long* offsets, const long long* first_block,
+                                      const long long* block_cluster, const double* lam,
+                                      const long long* cnt, const double* birth, double* part,
+                                      long long n_blocks, long long run_block) {
+    long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (j >= n_blocks) return;
+    long long k = block_cluster[j];
+    long long start = offsets[k] + (j - first_block[k]) * run_block;
+    long long end = min(start + run_block, offsets[k + 1]);
+    double s = 0.0, b = birth[k];
+    for (long long i = start; i < end; ++i)
+        s = __dadd_rn(s, __dmul_rn(__dsub_rn(lam[i], b), (double)cnt[i]));
+    part[j] = s;
+}
+
+extern "C" __global__ void cluster_sums(const long long* first_block, const double* part,
+                                        double* stab, long long K) {
     long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (k >= K) return;
-    double s = 0.0, b = birth[k];
-    for (long long i = offsets[k]; i < offsets[k + 1]; ++i)  // no FMA: the host's rounding
-        s = __dadd_rn(s, __dmul_rn(__dsub_rn(lam[i], b), (double)cnt[i]));
+    double s = 0.0;
+    for (long long j = first_block[k]; j < first_block[k + 1]; ++j) s = __dadd_rn(s, part[j]);
     stab[k] = s;
 }
 """
@@ -262,24 +290,44 @@ extern "C" __global__ void cluster_run_sums(const long long* offsets, const doub
 
 def _run_sums(xp, offsets, run_lam, run_cnt, birth):
     """Per cluster, ``sum((lambda - birth) * count)`` over its runs in order,
-    one cluster at a time as on the host (the same roundings)."""
+    with the host's roundings (``tables.RUN_BLOCK`` runs a block)."""
     if xp is np:
         return _run_sums_host(offsets, run_lam, run_cnt, birth)
     import cupy
 
     K = offsets.shape[0] - 1
     stab = cupy.zeros(K, cupy.float64)
-    if K:
-        kernel = cupy.RawKernel(_RUN_SUMS, "cluster_run_sums")
-        kernel((-(-K // 128),), (128,), (offsets, run_lam, run_cnt, birth, stab, np.int64(K)))
+    if K == 0:
+        return stab
+    blocks = (offsets[1:] - offsets[:-1] + RUN_BLOCK - 1) // RUN_BLOCK
+    first = cupy.zeros(K + 1, cupy.int64)
+    cupy.cumsum(blocks, out=first[1:])
+    n_blocks = int(first[-1])
+    cluster = cupy.searchsorted(first, cupy.arange(n_blocks, dtype=cupy.int64),
+                                side="right") - 1
+    part = cupy.empty(n_blocks, cupy.float64)
+    mod = _run_sums_module()
+    mod.get_function("block_sums")(
+        (-(-n_blocks // 128),), (128,),
+        (offsets, first, cluster, run_lam, run_cnt, birth, part, np.int64(n_blocks),
+         np.int64(RUN_BLOCK)))
+    mod.get_function("cluster_sums")((-(-K // 128),), (128,), (first, part, stab, np.int64(K)))
     return stab
+
+
+@functools.cache
+def _run_sums_module():
+    import cupy
+
+    return cupy.RawModule(code=_RUN_SUMS)
 
 
 def _stabilities(xp, cluster, lam, weight, birth, K):
     """Runs of equal (cluster, lambda), summed per cluster by increasing lambda."""
-    key = xp.stack([lam.view(xp.int64), cluster])  # lambda >= 0: its bits order it
-    order = xp.lexsort(key)
-    del key
+    # two stable radix sorts (lambda >= 0: its bits order it)
+    kind = {"kind": "stable"} if xp is np else {}
+    order = xp.argsort(lam.view(xp.int64), **kind)
+    order = order[xp.argsort(cluster[order], **kind)]
     c, lam, weight = cluster[order], lam[order], weight[order]
     del order
     r = c.shape[0]
@@ -296,7 +344,8 @@ def _stabilities(xp, cluster, lam, weight, birth, K):
     return _run_sums(xp, offsets, lam[starts], run_cnt, birth)
 
 
-def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_size):
+def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_size,
+               timers=None):
     """``extract`` on checked edges of a spanning tree, where they are.
 
     Parameters
@@ -304,6 +353,9 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     xp : numpy or cupy.
     s, t : (n-1,) int64; w : (n-1,) float32/float64 arrays of ``xp``.
     n : int >= 2; the other parameters checked, as ``extract``'s.
+    timers : ``engine.boruvka.Timers``, optional; by default the device is
+        synchronised at each phase's end and the seconds are the result's
+        ``timings``.
 
     Returns
     -------
@@ -313,7 +365,10 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     """
     from .extract import HDBSCANResult
 
-    got = level_set_clusters(xp, s, t, w, n, min_cluster_size)
+    if timers is None:
+        timers = Timers(sync=(lambda: None) if xp is np else xp.cuda.Device().synchronize)
+    got = level_set_clusters(xp, s, t, w, n, min_cluster_size, timers)
+    timers.start()
     host = {k: _to_host(got[k]) for k in ("parent", "birth_lambda", "size", "min_row",
                                            "death", "split_depth")}
     number = host_numbers(host["parent"], host["min_row"], host["split_depth"])
@@ -332,13 +387,16 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     pcl = xp.asarray(number)[got["point_cluster"]]  # the cluster each point leaves
     lam = got["point_lambda"]
     del got
+    timers.stop("cluster_tree")
     rows_c = xp.concatenate([pcl, xp.asarray(cparent[1:])])
     rows_lam = xp.concatenate([lam, xp.asarray(birth[1:])])
     rows_w = xp.concatenate([xp.ones(n, xp.int64), xp.asarray(size[1:])])
     stability = _to_host(_stabilities(xp, rows_c, rows_lam, rows_w, xp.asarray(birth), K))
     del rows_c, rows_lam, rows_w
+    timers.stop("stabilities")
     table = ClusterTable(cparent, birth, death, size, stability)
     selected, eom_stab = _select(table, n, method, allow_single, eps, max_size)
+    timers.stop("selection")
 
     # labels and probabilities (``scores._label_points``, one gather per point)
     mask = np.zeros(K, np.bool_)
@@ -375,7 +433,9 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     lam_max = max(float(lam.max()), float(birth.max()) if K else 0.0)
     persistence = persistence_of_sizes(sizes, selected, eom_stab, lam_max, n)
     condensed = DeviceCondensed(xp, cparent, birth, size, pcl, lam, n)
-    return HDBSCANResult(labels, prob, scores, condensed, stability, persistence, selected)
+    timers.stop("points")
+    return HDBSCANResult(labels, prob, scores, condensed, stability, persistence, selected,
+                         dict(timers.seconds))
 
 
 def _to_host(a):

@@ -2,7 +2,7 @@
 spanning tree, in one call."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,7 @@ class HDBSCANResult:
         excess of mass).
     persistence : (k,) float64, per selected cluster in label order.
     selected : (k,) int64, the selected cluster ids, increasing.
+    timings : dict, seconds per phase (computed on the device only).
     """
 
     labels: np.ndarray
@@ -48,6 +49,7 @@ class HDBSCANResult:
     stability: np.ndarray
     persistence: np.ndarray
     selected: np.ndarray
+    timings: dict = field(default_factory=dict)
 
     @property
     def n_clusters(self) -> int:

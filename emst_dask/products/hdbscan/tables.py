@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+#: runs of equal lambda summed per block before the blocks are summed
+RUN_BLOCK = 1024
+
 
 @dataclass
 class Fields:
@@ -71,22 +74,33 @@ def _table(par, chi, lam, siz, n):
             size[k] = siz[i]
     # the points leaving together are counted, then (lambda - birth) * count
     # is summed by increasing lambda (the order a cluster's rows come in):
-    # the sum depends on the tree, not on the numbering of the rows
+    # the sum depends on the tree, not on the numbering of the rows.  The
+    # runs are summed RUN_BLOCK at a time, the block sums then in order: the
+    # device does the blocks in parallel with the same roundings.
     run_lam = np.full(K, -1.0)
     run_cnt = np.zeros(K, np.int64)
+    runs = np.zeros(K, np.int64)
+    block = np.zeros(K, np.float64)
     for i in range(par.shape[0]):
         k = par[i] - n
         if lam[i] > death[k]:
             death[k] = lam[i]
         if lam[i] != run_lam[k]:
             if run_cnt[k]:
-                stab[k] += (run_lam[k] - birth[k]) * run_cnt[k]
+                block[k] += (run_lam[k] - birth[k]) * run_cnt[k]
+                runs[k] += 1
+                if runs[k] % RUN_BLOCK == 0:
+                    stab[k] += block[k]
+                    block[k] = 0.0
             run_lam[k] = lam[i]
             run_cnt[k] = 0
         run_cnt[k] += siz[i]
     for k in range(K):
         if run_cnt[k]:
-            stab[k] += (run_lam[k] - birth[k]) * run_cnt[k]
+            block[k] += (run_lam[k] - birth[k]) * run_cnt[k]
+            runs[k] += 1
+        if runs[k] % RUN_BLOCK:
+            stab[k] += block[k]
     for k in range(1, K):
         if cparent[k] == 0:
             size[0] += size[k]
