@@ -120,30 +120,37 @@ def boruvka_chains(xp, s, t, n):
             raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
                              "components have no edge out")
         by_s, by_t = best[cs] == rank, best[ct] == rank
+        es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
+        picked = xp.flatnonzero(by_s | by_t)
+        del by_s, by_t
         side = xp.empty(k, xp.int64)
-        side[cs[by_s]] = 0
-        side[ct[by_t]] = 1
-        picked = by_s | by_t
+        side[cs[es]] = 0
+        side[ct[et]] = 1
         prank = rank[picked]
         cid[prank] = picked_so_far + xp.arange(prank.shape[0], dtype=xp.int64)
         picked_so_far += int(prank.shape[0])
         round_ends.append(picked_so_far)
 
+        # every item to its chain; those above their pick are put right later
         alpha = best[item_comp]
-        below = item_rank < alpha
-        key[items[below]] = 2 * cid[alpha[below]] + side[item_comp[below]]
-        above = xp.flatnonzero(~below)
+        key[items] = 2 * cid[alpha] + side[item_comp]
+        above = xp.flatnonzero(item_rank > alpha)
         followers.append((items[above], alpha[above]))
+        del alpha, above, side, best
 
         ptr = xp.arange(k, dtype=xp.int64)
-        ptr[cs[by_s]] = ct[by_s]
-        ptr[ct[by_t]] = cs[by_t]
+        ptr[cs[es]] = ct[es]
+        ptr[ct[et]] = cs[et]
+        del es, et
         new_comp, k = _components(xp, ptr)
 
         items, item_rank = prank, prank
         item_comp = new_comp[cs[picked]]
-        rest = ~picked
+        rest = xp.ones(rank.shape[0], bool)
+        rest[picked] = False
+        rest = xp.flatnonzero(rest)
         rank, cs, ct = rank[rest], new_comp[cs[rest]], new_comp[ct[rest]]
+        del rest, picked, new_comp
         if bool((cs == ct).any()):
             raise InputError(f"the edges do not connect the {n} points: some close a cycle")
     key[items] = 2 * m  # the last picks (or the one point): the root chain

@@ -81,8 +81,8 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     per birth (B,), the root last: ``parent`` int64 (-1 for the root),
     ``birth_lambda`` float64, ``size`` int64, ``min_row`` int64 (the
     smallest row leaving it), ``death`` float64 (the largest lambda of a
-    point leaving it), ``split_depth`` int64 (the depth of the node it is
-    born at, among the big nodes; 0 for the root).
+    point leaving it), ``spine`` int64 (its big nodes: its birth node, the
+    nodes with one big child below it, the node it ends at).
     """
     timers = timers or Timers(enabled=False)
     timers.start()
@@ -149,15 +149,11 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     is_root = holders == R
     to = xp.where(birth[holders], xp.arange(h, dtype=xp.int64), above)
     holder_birth = holders[_jump(xp, to)]  # the nearest birth at or above
-    ptr = xp.where(is_root, h - 1, above)  # the depth of every holder
-    depth = xp.where(is_root, 0, 1).astype(xp.int64)
-    while True:
-        nxt = ptr[ptr]
-        if bool((nxt == ptr).all()):
-            break
-        depth = depth + depth[ptr]
-        ptr = nxt
-    del to, ptr, above, is_root
+    # the big nodes of each cluster's spine: the depths of the nodes the
+    # clusters are born at follow on the host (``host_numbers``)
+    spine = xp.zeros(N, xp.int64)
+    _scatter_add(xp, spine, holder_birth, xp.ones(h, xp.int64))
+    del to, above, is_root
 
     births = xp.flatnonzero(birth)  # by node id: a birth's parent comes later
     B = int(births.shape[0])
@@ -167,12 +163,10 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     del leave_at
     b_parent = xp.full(B, -1, xp.int64)
     b_lambda = xp.zeros(B, xp.float64)
-    b_depth = xp.zeros(B, xp.int64)
     if B > 1:
         above = mparent[births[:-1]]
         b_parent[:-1] = index[holder_birth[where[above]]]
         b_lambda[:-1] = _lam(xp, height[above])
-        b_depth[:-1] = depth[where[above]]
     min_row = xp.full(B, n, xp.int64)
     scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=xp.int64))
     death = xp.zeros(B, xp.float64)
@@ -180,7 +174,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     timers.stop("runt_pruning")
     return dict(point_cluster=point_cluster, point_lambda=point_lambda, parent=b_parent,
                 birth_lambda=b_lambda, size=count[births], min_row=min_row, death=death,
-                split_depth=b_depth)
+                spine=spine[births])
 
 
 @njit(cache=True)
@@ -215,7 +209,24 @@ def _preorder(parent, low):
     return pre
 
 
-def host_numbers(parent, min_row, split_depth):
+@njit(cache=True)
+def _upward(parent, min_row, spine):
+    """Smallest row below each birth, and the depth of the node each birth
+    is born at (births ordered children first, the root last)."""
+    B = parent.shape[0]
+    low = min_row.copy()
+    for b in range(B - 1):
+        low[parent[b]] = min(low[parent[b]], low[b])
+    end = np.empty(B, np.int64)  # depth of the node a cluster ends at
+    split = np.zeros(B, np.int64)
+    end[B - 1] = spine[B - 1] - 1
+    for b in range(B - 2, -1, -1):  # parents first
+        split[b] = end[parent[b]]
+        end[b] = split[b] + spine[b]  # born one below the split, spine nodes on
+    return low, split
+
+
+def host_numbers(parent, min_row, spine):
     """The host's cluster ids (minus n) of the births.
 
     The host numbers clusters as it meets them in a breadth-first walk of
@@ -226,24 +237,33 @@ def host_numbers(parent, min_row, split_depth):
 
     Parameters
     ----------
-    parent : (B,) int64, the parent birth (-1 for the root, which is last).
+    parent : (B,) int64, the parent birth (-1 for the root, which is last;
+        children before parents).
     min_row : (B,) int64, the smallest row leaving each birth.
-    split_depth : (B,) int64, the depth of the node each birth is born at.
+    spine : (B,) int64, the big nodes of each birth's spine.
 
     Returns
     -------
     (B,) int64, 0 for the root.
     """
     B = parent.shape[0]
-    low = min_row.copy()
-    for b in range(B - 1):  # children before parents: the smallest row below
-        low[parent[b]] = min(low[parent[b]], low[b])
+    low, split = _upward(parent, min_row, spine)
     pre = _preorder(parent, low)
     number = np.zeros(B, np.int64)
     rest = np.arange(B - 1)
-    order = np.lexsort((low[rest], pre[parent[rest]], split_depth[rest]))
+    order = np.lexsort((low[rest], pre[parent[rest]], split[rest]))
     number[rest[order]] = np.arange(1, B)
     return number
+
+
+@njit(cache=True)
+def _subtree_max(cparent, death):
+    """The largest lambda in each cluster's subtree (clusters numbered
+    parents first)."""
+    top = death.copy()
+    for k in range(top.shape[0] - 1, 0, -1):
+        top[cparent[k]] = max(top[cparent[k]], top[k])
+    return top
 
 
 @njit(cache=True)
@@ -370,8 +390,8 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     got = level_set_clusters(xp, s, t, w, n, min_cluster_size, timers)
     timers.start()
     host = {k: _to_host(got[k]) for k in ("parent", "birth_lambda", "size", "min_row",
-                                           "death", "split_depth")}
-    number = host_numbers(host["parent"], host["min_row"], host["split_depth"])
+                                           "death", "spine")}
+    number = host_numbers(host["parent"], host["min_row"], host["spine"])
     K = number.shape[0]
     inv = np.empty(K, np.int64)
     inv[number] = np.arange(K)
@@ -418,10 +438,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     del sel, keep, safe, d, capped
 
     # GLOSH (``scores._glosh``): the largest lambda below each cluster
-    top = death.copy()
-    for k in range(K - 1, 0, -1):
-        top[cparent[k]] = max(top[cparent[k]], top[k])
-    mx = xp.asarray(top)[pcl]
+    mx = xp.asarray(_subtree_max(cparent, death))[pcl]
     finite = xp.isfinite(lam)
     plain = xp.isfinite(mx) & (mx != 0.0)
     safe_mx = xp.where(plain, mx, 1.0)
