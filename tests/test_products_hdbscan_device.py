@@ -118,9 +118,13 @@ def test_estimator_on_the_device_equals_the_host():
     pts = clouds(2)["blobs"].astype(np.float32)
     cpu = HDBSCAN(min_cluster_size=15, min_samples=6, backend="cpu").fit(pts)
     gpu = HDBSCAN(min_cluster_size=15, min_samples=6, backend="cuda").fit(cupy.asarray(pts))
-    assert isinstance(gpu.labels_, np.ndarray)
-    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
-    np.testing.assert_allclose(gpu.probabilities_, cpu.probabilities_, rtol=0, atol=1e-12)
+    assert isinstance(gpu.labels_, cupy.ndarray)  # CuPy in, CuPy out
+    np.testing.assert_array_equal(gpu.labels_.get(), cpu.labels_)
+    np.testing.assert_array_equal(gpu.probabilities_.get(), cpu.probabilities_)
+    np.testing.assert_array_equal(gpu.outlier_scores_.get(), cpu.outlier_scores_)
+    host_in = HDBSCAN(min_cluster_size=15, min_samples=6, backend="cuda").fit(pts)
+    assert isinstance(host_in.labels_, np.ndarray)  # numpy in, numpy out
+    np.testing.assert_array_equal(host_in.labels_, cpu.labels_)
 
 
 @pytest.mark.gpu

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import to_host
 from ..engine import spanning_tree
 from ..io import Output, PointSource, resolve_source, stage, write_edges
 from ..io.checks import check_in_box, check_min_samples, source_box_size
@@ -267,8 +268,13 @@ def cluster(spec: JobSpec, t: SpanningTree, report) -> Clusters:
 
     report("clusters")
     t0 = time.perf_counter()
-    t = host_tree(t)
+    # clustered where the tree is (on a GPU worker, on its device); the
+    # results come to the host to be written or returned
     res = extract(t.source, t.target, t.weight, t.n_points, **spec.clusters)
+    t = host_tree(t)
+    res.labels, res.probabilities, res.outlier_scores = (
+        to_host(a) for a in (res.labels, res.probabilities, res.outlier_scores))
+    res.condensed_tree = np.asarray(res.condensed_tree)
     n_clusters = len(res.selected)
     if spec.clusters_output is not None:
         c = res.condensed_tree

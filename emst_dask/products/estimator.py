@@ -22,6 +22,10 @@ _PARAMS = ("min_cluster_size", "min_samples", "cluster_selection_epsilon",
            "backend", "client", "partitions", "out", "overwrite")
 
 
+def _is_device_array(a) -> bool:
+    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
+
+
 def check_hdbscan_params(min_cluster_size, min_samples, cluster_selection_epsilon,
                          max_cluster_size, cluster_selection_method, n=None) -> int:
     """Check the clustering parameters; return k_pts (``min_samples`` or
@@ -94,7 +98,8 @@ class HDBSCAN:
     Attributes
     ----------
     labels_ : (n,) int64
-        Cluster of every point, -1 for noise.
+        Cluster of every point, -1 for noise.  numpy, or CuPy when the
+        points were a CuPy array (computed on the device, as the next two).
     probabilities_ : (n,) float64
         Strength of each point's membership (scikit-learn's).
     outlier_scores_ : (n,) float64
@@ -172,7 +177,7 @@ class HDBSCAN:
                                  "with partitions= the tree comes here: drop out=")
             tree = emst(X, min_samples=k, backend=self.backend, client=self.client,
                         partitions=self.partitions, progress=progress)
-            return self.fit_tree(tree)
+            return self.fit_tree(tree, device_out=_is_device_array(X))
         from ..distributed.service import emst as service_emst
 
         res = service_emst(X, client=self.client, min_samples=k, backend=self.backend,
@@ -222,12 +227,15 @@ class HDBSCAN:
         self.n_features_in_ = int(res.tree.n_dims)
         return self
 
-    def fit_tree(self, tree) -> "HDBSCAN":
+    def fit_tree(self, tree, *, device_out=None) -> "HDBSCAN":
         """Cluster an existing mutual-reachability tree (a ``SpanningTree``,
         an ``EdgeStore`` or the path of one) without recomputing it.
 
         The tree's ``min_samples`` must be the k_pts of this estimator
-        (``min_samples``, or ``min_cluster_size`` when None).
+        (``min_samples``, or ``min_cluster_size`` when None).  A tree on the
+        device is clustered there; ``device_out`` (default: whether the tree
+        is on the device) keeps the per-point attributes there as CuPy
+        arrays, else they are numpy.
         """
         from ..io import EdgeStore, open_edges
         from .hdbscan import extract
@@ -254,9 +262,11 @@ class HDBSCAN:
         res = extract(tree.source, tree.target, tree.weight, n, **self._clusters_params())
         from .condensed import CondensedTree
 
-        self.labels_ = _host(res.labels)
-        self.probabilities_ = _host(res.probabilities)
-        self.outlier_scores_ = _host(res.outlier_scores)
+        keep = _is_device_array(res.labels) if device_out is None else device_out
+        here = (lambda a: a) if keep else _host
+        self.labels_ = here(res.labels)
+        self.probabilities_ = here(res.probabilities)
+        self.outlier_scores_ = here(res.outlier_scores)
         self.condensed_tree_ = CondensedTree(res.condensed_tree, n, res.selected)
         self.cluster_persistence_ = res.persistence
         self._linkage = None
