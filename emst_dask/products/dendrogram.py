@@ -198,7 +198,10 @@ def dendrogram(xp, s, t, n, timers=None):
     # items in chain order: by key, then rank (points have rank -1)
     ids = xp.arange(m + n, dtype=xp.int64)
     item_rank = xp.where(ids < m, ids, -1)
-    order = xp.argsort(key * (m + 2) + (item_rank + 1))
+    if 2 * m * (m + 2) < 2**63 - 1:  # one radix sort of (key, rank) packed
+        order = xp.argsort(key * (m + 2) + (item_rank + 1))
+    else:  # beyond about 2**31 edges the pair does not fit 64 bits
+        order = xp.lexsort(xp.stack([item_rank, key]))
     skey = key[order]
     last = xp.ones(m + n, bool)
     last[:-1] = skey[1:] != skey[:-1]
