@@ -14,19 +14,8 @@ log2 of the branch lengths) work.
 """
 from __future__ import annotations
 
+from ..arrays import scatter_max, scatter_min
 from ..errors import InputError
-
-
-def _scatter(xp, op, a, idx, values):
-    """``a[idx] = op(a[idx], values)`` with repeated indices (values >= 0:
-    on uint64 views, as CuPy's atomics take unsigned 64-bit integers)."""
-    a, values = a.view(xp.uint64), values.view(xp.uint64)
-    if hasattr(getattr(xp, op), "at"):
-        getattr(xp, op).at(a, idx, values)
-    else:  # CuPy < 13
-        import cupyx
-
-        getattr(cupyx, "scatter_min" if op == "minimum" else "scatter_max")(a, idx, values)
 
 
 def branches_xp(xp, source, target, weight, n, points=None, box=None):
@@ -58,8 +47,8 @@ def branches_xp(xp, source, target, weight, n, points=None, box=None):
     lo = xp.full(n, m, xp.int64)
     hi = xp.zeros(n, xp.int64)
     for ends in (source, target):
-        _scatter(xp, "minimum", lo, ends, ids)
-        _scatter(xp, "maximum", hi, ends, ids)
+        scatter_min(xp, lo, ends, ids)
+        scatter_max(xp, hi, ends, ids)
     two = degree == 2
     # half-edge h = 2 e + r: edge e from source to target (r = 0) or back
     # (r = 1); its head is the node it enters

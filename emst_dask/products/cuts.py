@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import scatter_min
 from ..errors import InputError
 from ._uf import edge_buckets, group_by_bucket, union_min_root, write_labels
 from .order import check_count, check_edges
@@ -140,19 +141,6 @@ def _fof_host(s, t, w, n, values):
     return out
 
 
-def _scatter_min(xp, a, idx, values):
-    """``a[idx] = min(a[idx], values)`` with repeated indices, on uint64 views
-    (CuPy's atomic minimum takes unsigned, not signed, 64-bit integers; the
-    labels are >= 0, so the order is the same)."""
-    a, values = a.view(xp.uint64), values.view(xp.uint64)
-    if hasattr(xp.minimum, "at"):
-        xp.minimum.at(a, idx, values)
-    else:  # CuPy < 13
-        import cupyx
-
-        cupyx.scatter_min(a, idx, values)
-
-
 def fof_labels_xp(xp, source, target, weight, n, lengths):
     """``fof_labels`` with whole-array operations of an array module.
 
@@ -208,7 +196,7 @@ def _fof_whole_array(xp, s, t, w, n, values):
                 if not bool(apart.any()):
                     break
                 u, v, lu, lv = u[apart], v[apart], lu[apart], lv[apart]
-                _scatter_min(xp, label, xp.maximum(lu, lv), xp.minimum(lu, lv))
+                scatter_min(xp, label, xp.maximum(lu, lv), xp.minimum(lu, lv))
                 while True:  # pointer jumping: every label becomes a root
                     jumped = label[label]
                     if bool((jumped == label).all()):

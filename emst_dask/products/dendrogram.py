@@ -30,29 +30,9 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..arrays import scatter_add, scatter_min
 from ..engine.boruvka import Timers
 from ..errors import InputError
-
-
-def scatter_min(xp, a, idx, values):
-    """``a[idx] = min(a[idx], values)`` with repeated indices (int64 >= 0;
-    CuPy's atomic minimum takes unsigned 64-bit integers, same order)."""
-    a, values = a.view(xp.uint64), values.view(xp.uint64)
-    if hasattr(xp.minimum, "at"):
-        xp.minimum.at(a, idx, values)
-    else:  # CuPy < 13
-        import cupyx
-
-        cupyx.scatter_min(a, idx, values)
-
-
-def _scatter_add(xp, a, idx, values):
-    if hasattr(xp.add, "at"):
-        xp.add.at(a, idx, values)
-    else:  # CuPy < 13
-        import cupyx
-
-        cupyx.scatter_add(a, idx, values)
 
 
 def _components(xp, ptr):
@@ -240,6 +220,6 @@ def dendrogram(xp, s, t, n, timers=None):
         within = total - base
         size[x[is_edge]] = within[is_edge]
         ends = xp.flatnonzero(last[lo:hi] & (skey[lo:hi] < 2 * m))
-        _scatter_add(xp, weight, edge_of[skey[lo:hi][ends] >> 1], within[ends])
+        scatter_add(xp, weight, edge_of[skey[lo:hi][ends] >> 1], within[ends])
     timers.stop("dendrogram_sizes")
     return children, size

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuts import _scatter_min
+from ..arrays import scatter_min
 from .order import array_module
 
 def smallest_rows(raw, C=None):
@@ -20,7 +20,7 @@ def smallest_rows(raw, C=None):
     C = (int(raw.max()) + 1 if n else 0) if C is None else C
     first = xp.full(C, n, xp.int64)
     if n:
-        _scatter_min(xp, first, raw, xp.arange(n, dtype=xp.int64))
+        scatter_min(xp, first, raw, xp.arange(n, dtype=xp.int64))
     return first
 
 
@@ -49,10 +49,10 @@ def _hooked_shifts(xp, u, v, t, p):
         u, v, t, lu, lv = u[apart], v[apart], t[apart], lu[apart], lv[apart]
         hi, lo = xp.maximum(lu, lv), xp.minimum(lu, lv)
         target = xp.full(p, p, xp.int64)
-        _scatter_min(xp, target, hi, lo)
+        scatter_min(xp, target, hi, lo)
         win = xp.flatnonzero(lo == target[hi])
         pick = xp.full(p, u.shape[0], xp.int64)
-        _scatter_min(xp, pick, hi[win], win.astype(xp.int64))
+        scatter_min(xp, pick, hi[win], win.astype(xp.int64))
         roots = xp.flatnonzero(pick < u.shape[0])
         e = pick[roots]
         from_u = lu[e] == roots  # the hooked root's side of its edge

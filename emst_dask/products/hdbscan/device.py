@@ -30,7 +30,8 @@ import numpy as np
 from numba import njit
 
 from ...engine.boruvka import Timers
-from ..dendrogram import _scatter_add, dendrogram, scatter_min
+from ...arrays import scatter_add, scatter_max, scatter_min
+from ..dendrogram import dendrogram
 from ..order import sorted_edges
 from .condense import CONDENSED_DTYPE
 from .scores import _nearest_selected, persistence_of_sizes
@@ -45,18 +46,6 @@ def _jump(xp, ptr):
         if bool((up == ptr).all()):
             return ptr
         ptr = up
-
-
-def _scatter_max_nonneg(xp, a, idx, values):
-    """``a[idx] = max(a[idx], values)`` for float64 >= 0 (inf included): the
-    bit patterns of non-negative doubles order as the numbers."""
-    a, values = a.view(xp.uint64), values.view(xp.uint64)
-    if hasattr(xp.maximum, "at"):
-        xp.maximum.at(a, idx, values)
-    else:  # CuPy < 13
-        import cupyx
-
-        cupyx.scatter_max(a, idx, values)
 
 
 def _lam(xp, h):
@@ -124,7 +113,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     big[R] = False
     big_ids = xp.flatnonzero(big)
     n_big = xp.zeros(N, xp.int64)
-    _scatter_add(xp, n_big, mparent[big_ids], xp.ones(big_ids.shape[0], xp.int64))
+    scatter_add(xp, n_big, mparent[big_ids], xp.ones(big_ids.shape[0], xp.int64))
     birth = xp.zeros(N, bool)
     birth[big_ids] = n_big[mparent[big_ids]] >= 2
     birth[R] = True
@@ -152,7 +141,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     # the big nodes of each cluster's spine: the depths of the nodes the
     # clusters are born at follow on the host (``host_numbers``)
     spine = xp.zeros(N, xp.int64)
-    _scatter_add(xp, spine, holder_birth, xp.ones(h, xp.int64))
+    scatter_add(xp, spine, holder_birth, xp.ones(h, xp.int64))
     del to, above, is_root
 
     births = xp.flatnonzero(birth)  # by node id: a birth's parent comes later
@@ -170,7 +159,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     min_row = xp.full(B, n, xp.int64)
     scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=xp.int64))
     death = xp.zeros(B, xp.float64)
-    _scatter_max_nonneg(xp, death, point_cluster, point_lambda)
+    scatter_max(xp, death, point_cluster, point_lambda)
     timers.stop("runt_pruning")
     return dict(point_cluster=point_cluster, point_lambda=point_lambda, parent=b_parent,
                 birth_lambda=b_lambda, size=count[births], min_row=min_row, death=death,
@@ -486,8 +475,4 @@ class DeviceCondensed:
         return self._array
 
     def __array__(self, dtype=None, copy=None):
-        a = self.to_numpy()
-        return a if dtype is None else a.astype(dtype)
-
-    def __len__(self) -> int:
-        return len(self.to_numpy())
+        return self.to_numpy() if dtype is None else self.to_numpy().astype(dtype)
