@@ -34,7 +34,13 @@ def _compile(sig):
     if dtype == "products":  # products' kernels (clusters, cuts, FoF, statistics), partitions
         from emst_dask import HDBSCAN, fof
 
+        from emst_dask.products.hdbscan.device import extract_xp
+        from emst_dask.products.order import check_edges
+
         HDBSCAN(min_cluster_size=5, min_samples=3, backend="cpu").fit(x)
+        mr = emst(x, min_samples=3, backend="cpu")  # the device formulation, run with numpy
+        extract_xp(np, *check_edges(mr.source, mr.target, mr.weight, len(x))[1:], len(x), 5,
+                   "eom", False, 0.0, None)
         tree = emst(x, backend="cpu", box_size=1.0)
         tree.statistics(x)
         tree.linkage()
