@@ -33,7 +33,6 @@ def _compile(sig):
     x = np.random.default_rng(d).random((200, d))
     if dtype == "products":  # products' kernels (clusters, cuts, FoF, statistics), partitions
         from emst_dask import HDBSCAN, fof
-
         from emst_dask.products.hdbscan.device import extract_xp
         from emst_dask.products.order import check_edges
 
