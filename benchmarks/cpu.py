@@ -53,6 +53,8 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
+from peak_memory import peak_rss, reset_peak_rss
+
 DATASETS = {  # name: (generator, dimension)
     "uniform3D": ("uniform", 3),
     "normal3D": ("normal", 3),
@@ -66,25 +68,12 @@ DEFAULT_N = 1_000_000
 # ---------------------------------------------------------------------------
 # measurement helpers
 # ---------------------------------------------------------------------------
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) of this process; Linux only."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def _peak_rss_bytes(reset_worked: bool) -> int:
-    if reset_worked:
-        try:
-            with open("/proc/self/status") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
+    """VmHWM since the reset, or the process's lifetime peak where the reset
+    (or VmHWM) is not available."""
+    peak = peak_rss() if reset_worked else 0
+    if peak:
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
@@ -174,7 +163,7 @@ def measure(tool: str, dataset: str, n: int, dtype: str, repeats: int,
 
     gc.collect()
     baseline = _rss_bytes()
-    reset = _reset_peak_rss()
+    reset = reset_peak_rss()
     seconds = []
     info = None
     for _ in range(repeats):
