@@ -12,6 +12,22 @@ def to_host(a):
     return a.get()  # cupy
 
 
+def is_device_array(a) -> bool:
+    """Whether ``a`` is a GPU array (CuPy, or anything with the CUDA array
+    interface) rather than a numpy one."""
+    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
+
+
+def jump_to_roots(xp, ptr):
+    """Pointer jumping in the forest ``ptr`` ((k,) int64 of ``xp``, roots
+    where ``ptr[x] == x``): every node's root, the depth halving each pass."""
+    while True:
+        up = ptr[ptr]
+        if bool((up == ptr).all()):
+            return ptr
+        ptr = up
+
+
 def scatter_min(xp, a, idx, values):
     """``a[idx] = min(a[idx], values)`` with repeated indices, in place.
 

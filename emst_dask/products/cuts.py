@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import scatter_min
+from ..arrays import jump_to_roots, scatter_min
 from ..errors import InputError
 from ._uf import edge_buckets, group_by_bucket, union_min_root, write_labels
 from .order import check_count, check_edges
@@ -197,11 +197,7 @@ def _fof_whole_array(xp, s, t, w, n, values):
                     break
                 u, v, lu, lv = u[apart], v[apart], lu[apart], lv[apart]
                 scatter_min(xp, label, xp.maximum(lu, lv), xp.minimum(lu, lv))
-                while True:  # pointer jumping: every label becomes a root
-                    jumped = label[label]
-                    if bool((jumped == label).all()):
-                        break
-                    label = jumped
+                label = jump_to_roots(xp, label)  # every label becomes a root
             number = xp.cumsum(label == point, dtype=xp.int64) - 1
             out[rows[j]] = number[label]
     return out

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from ..arrays import scatter_add, scatter_min
+from ..arrays import jump_to_roots, scatter_add, scatter_min
 from ..engine.boruvka import Timers
 from ..errors import InputError
 
@@ -40,12 +40,7 @@ def _components(xp, ptr):
     smaller id): (new id of every node's root, number of roots)."""
     k = ptr.shape[0]
     c = xp.arange(k, dtype=xp.int64)
-    ptr = xp.where((ptr[ptr] == c) & (c < ptr), c, ptr)
-    while True:  # pointer jumping; the depth halves each pass
-        up = ptr[ptr]
-        if bool((up == ptr).all()):
-            break
-        ptr = up
+    ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
     roots = ptr == c
     new_id = xp.cumsum(roots, dtype=xp.int64) - 1
     return new_id[ptr], int(new_id[-1]) + 1

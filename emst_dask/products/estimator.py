@@ -14,16 +14,13 @@ import numbers
 
 import numpy as np
 
-from ..errors import InputError
+from ..arrays import is_device_array
 from ..arrays import to_host as _host
+from ..errors import InputError
 
 _PARAMS = ("min_cluster_size", "min_samples", "cluster_selection_epsilon",
            "max_cluster_size", "cluster_selection_method", "allow_single_cluster",
            "backend", "client", "partitions", "out", "overwrite")
-
-
-def _is_device_array(a) -> bool:
-    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
 
 
 def check_hdbscan_params(min_cluster_size, min_samples, cluster_selection_epsilon,
@@ -177,7 +174,7 @@ class HDBSCAN:
                                  "with partitions= the tree comes here: drop out=")
             tree = emst(X, min_samples=k, backend=self.backend, client=self.client,
                         partitions=self.partitions, progress=progress)
-            return self.fit_tree(tree, device_out=_is_device_array(X))
+            return self.fit_tree(tree, device_out=is_device_array(X))
         from ..distributed.service import emst as service_emst
 
         res = service_emst(X, client=self.client, min_samples=k, backend=self.backend,
@@ -262,7 +259,7 @@ class HDBSCAN:
         res = extract(tree.source, tree.target, tree.weight, n, **self._clusters_params())
         from .condensed import CondensedTree
 
-        keep = _is_device_array(res.labels) if device_out is None else device_out
+        keep = is_device_array(res.labels) if device_out is None else device_out
         here = (lambda a: a) if keep else _host
         self.labels_ = here(res.labels)
         self.probabilities_ = here(res.probabilities)

@@ -29,23 +29,14 @@ import functools
 import numpy as np
 from numba import njit
 
+from ...arrays import jump_to_roots, scatter_add, scatter_max, scatter_min
 from ...engine.boruvka import Timers
-from ...arrays import scatter_add, scatter_max, scatter_min
 from ..dendrogram import dendrogram
 from ..order import sorted_edges
 from .condense import CONDENSED_DTYPE
 from .scores import _nearest_selected, persistence_of_sizes
 from .select import _select
 from .tables import RUN_BLOCK, ClusterTable
-
-
-def _jump(xp, ptr):
-    """Pointer jumping to the roots of the forest ``ptr`` (roots: ptr[x] == x)."""
-    while True:
-        up = ptr[ptr]
-        if bool((up == ptr).all()):
-            return ptr
-        ptr = up
 
 
 def _lam(xp, h):
@@ -101,7 +92,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     up = node.copy()
     up[same] = parent[same]
     del inner, same
-    top = _jump(xp, up)
+    top = jump_to_roots(xp, up)
     level = node == top  # the nodes of the level-set hierarchy (points too)
     mparent = xp.full(N, -1, xp.int64)
     mparent[:R] = top[parent[:R]]
@@ -125,7 +116,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     goes_up = (mp != R) & (count[mp] < min_cluster_size)
     climb[small[goes_up]] = mp[goes_up]
     del small, mp, goes_up
-    highest_small = _jump(xp, climb)[:n]
+    highest_small = jump_to_roots(xp, climb)[:n]
     leave_at = mparent[highest_small]  # the lowest big node (or the root) above
     del climb, highest_small
     point_lambda = _lam(xp, height[leave_at])
@@ -137,7 +128,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     above = where[xp.maximum(mparent[holders], 0)]  # holders' parents hold too
     is_root = holders == R
     to = xp.where(birth[holders], xp.arange(h, dtype=xp.int64), above)
-    holder_birth = holders[_jump(xp, to)]  # the nearest birth at or above
+    holder_birth = holders[jump_to_roots(xp, to)]  # the nearest birth at or above
     # the big nodes of each cluster's spine: the depths of the nodes the
     # clusters are born at follow on the host (``host_numbers``)
     spine = xp.zeros(N, xp.int64)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...arrays import is_device_array
 from .checks import (
     check_allow_single_cluster,
     check_device_edges,
@@ -19,10 +20,6 @@ from .condense import CONDENSED_DTYPE, _condensed_columns, as_structured
 from .scores import _labels, _outlier_scores, _persistence
 from .select import _select
 from .tables import Fields, cluster_table
-
-
-def _on_device(a) -> bool:
-    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
 
 
 @dataclass
@@ -98,7 +95,7 @@ def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_met
     allow = check_allow_single_cluster(allow_single_cluster)
     eps = check_epsilon(cluster_selection_epsilon)
     max_size = check_max_cluster_size(max_cluster_size)
-    if _on_device(weight):
+    if is_device_array(weight):
         xp, s, t, w = check_device_edges(source, target, weight, n)
         if int(n) > 1:
             from .device import extract_xp
