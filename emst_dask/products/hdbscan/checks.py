@@ -72,10 +72,30 @@ def check_edges(source, target, weight, n):
         (float32 kept as is: equal weights are compared in the type the tree
         was computed in).
     """
+    _check_count(n)
+    return _checked(np, *(_host(a) for a in (source, target, weight)), int(n))
+
+
+def check_device_edges(source, target, weight, n):
+    """``check_edges`` for CuPy edges, left on the device: (cupy, source,
+    target, weight) with the same checks and messages."""
+    from ..order import array_module
+
+    _check_count(n)
+    xp = array_module(weight)
+    if array_module(source) is not xp or array_module(target) is not xp:
+        raise InputError("source, target and weight must be arrays of one kind "
+                         "(all numpy or all cupy)")
+    return (xp, *_checked(xp, source, target, weight, int(n)))
+
+
+def _check_count(n):
     if not _is_int(n) or int(n) < 1:
         raise InputError(f"n must be an integer >= 1, got {n!r}")
-    n = int(n)
-    s, t, w = (_host(a) for a in (source, target, weight))
+
+
+def _checked(xp, s, t, w, n):
+    """The checks of ``check_edges`` on arrays of ``xp``."""
     for name, a in (("source", s), ("target", t), ("weight", w)):
         if a.ndim != 1 or a.shape[0] != n - 1:
             raise InputError(f"{name} must have shape ({n - 1},) for n={n}, got {a.shape}")
@@ -85,40 +105,15 @@ def check_edges(source, target, weight, n):
         if w.dtype.kind not in "iuf":
             raise InputError(f"weight must be a float array, got {w.dtype}")
         w = w.astype(np.float64)
-    s = np.ascontiguousarray(s, dtype=np.int64)
-    t = np.ascontiguousarray(t, dtype=np.int64)
-    w = np.ascontiguousarray(w)
+    s = xp.ascontiguousarray(s, dtype=np.int64)
+    t = xp.ascontiguousarray(t, dtype=np.int64)
+    w = xp.ascontiguousarray(w)
     if n > 1:
-        if min(s.min(), t.min()) < 0 or max(s.max(), t.max()) >= n:
+        if min(int(s.min()), int(t.min())) < 0 or max(int(s.max()), int(t.max())) >= n:
             raise InputError(f"edge endpoints must be rows in [0, {n})")
-        if not np.isfinite(w).all() or w.min() < 0:
+        if not bool(xp.isfinite(w).all()) or not bool(w.min() >= 0):
             raise InputError("edge weights must be finite and >= 0")
     return s, t, w
-
-
-def check_device_edges(source, target, weight, n):
-    """``check_edges`` for CuPy edges, left on the device: (cupy, source,
-    target, weight) with the same checks and messages."""
-    from ..order import check_edges as check_edge_list
-
-    if not _is_int(n) or int(n) < 1:
-        raise InputError(f"n must be an integer >= 1, got {n!r}")
-    n = int(n)
-    for name, a in (("source", source), ("target", target), ("weight", weight)):
-        if a.ndim != 1 or a.shape[0] != n - 1:
-            raise InputError(f"{name} must have shape ({n - 1},) for n={n}, got {a.shape}")
-    if n > 1 and (source.dtype.kind not in "iu" or target.dtype.kind not in "iu"):
-        raise InputError("source and target must be integer arrays")
-    if weight.dtype.kind not in "iuf":
-        raise InputError(f"weight must be a float array, got {weight.dtype}")
-    try:
-        xp, s, t, w = check_edge_list(source, target, weight, n)
-    except InputError as e:
-        raise InputError(f"edge endpoints must be rows in [0, {n}) and edge weights "
-                         f"finite and >= 0 ({e})") from None
-    if n > 1 and not bool(xp.isfinite(w).all()):
-        raise InputError("edge weights must be finite and >= 0")
-    return xp, s, t, w
 
 
 def _host(a):
