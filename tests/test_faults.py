@@ -2,7 +2,9 @@
 processes with nannies, on 127.0.0.1): a failed job leaves its worker alive;
 a worker killed in the middle of a job (nanny and worker process, SIGKILL)
 does not lose it, the job reruns from its input on the other worker and is
-exact; in-memory input lost with its worker is sent again by the client; when
+exact; a batch (``emst_many``) pins each job to its worker and submits a
+killed worker's job again elsewhere; in-memory input lost with its worker is
+sent again by the client; when
 the last worker dies the job fails with a clear error within the scheduler's
 no-workers timeout, and its edge store is absent, never half-written.
 
@@ -201,6 +203,33 @@ def test_worker_killed_mid_job(client, cluster, slow_snap, tmp_path):
     assert done and total - base < 60, (base, total)
 
 
+def _kill_while_running(client, call, marker, settle=0.0, join=180):
+    """Run ``call()`` in a thread; SIGKILL the first worker found processing a
+    task whose key contains ``marker`` (``settle`` seconds later); wait for
+    the call.  Its {"result": ...} or {"error": ...}, and the killed worker."""
+    res = {}
+
+    def run():
+        try:
+            res["result"] = call()
+        except Exception as exc:  # pragma: no cover - shown by the callers' asserts
+            res["error"] = exc
+
+    th = threading.Thread(target=run)
+    th.start()
+    deadline = time.monotonic() + 120
+    busy = []
+    while time.monotonic() < deadline and not busy:
+        busy = [w for w, keys in client.processing().items()
+                if any(marker in str(k) for k in keys)]
+        time.sleep(0.05)
+    assert busy, f"no {marker!r} task started"
+    time.sleep(settle)
+    _kill_worker(client, busy[0])
+    th.join(join)
+    return res, busy[0]
+
+
 def test_in_memory_input_lost_with_its_worker(client, cluster, slow_snap, caplog):
     """Scattered points die with their worker; the waiting client sends them again."""
     import logging
@@ -209,29 +238,11 @@ def test_in_memory_input_lost_with_its_worker(client, cluster, slow_snap, caplog
     _, pts, ref = slow_snap
     _two_workers(client, cluster, "w-new")
     client.run(_slow_reports, 0.5, 0)
-    res = {}
-
-    def run():
-        try:
-            res["tree"] = emst_dask.emst(pts, client=client, name="in-memory")
-        except Exception as exc:  # pragma: no cover - shown by the assert below
-            res["error"] = exc
-
-    th = threading.Thread(target=run)
-    th.start()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        busy = [w for w, keys in client.processing().items()
-                if any(str(k).startswith("emst-boruvka") for k in keys)]
-        if busy:
-            break
-        time.sleep(0.05)
-    assert busy, "the job never started"
-    time.sleep(1.0)                         # inside the Borůvka iterations
-    _kill_worker(client, busy[0])
-    th.join(180)
+    res, _ = _kill_while_running(
+        client, lambda: emst_dask.emst(pts, client=client, name="in-memory"),
+        "emst-boruvka", settle=1.0)                 # inside the Borůvka iterations
     assert "error" not in res, res.get("error")
-    assert_same_tree(res["tree"], pts, reference=ref)
+    assert_same_tree(res["result"], pts, reference=ref)
     assert "job in-memory: its input died with its worker; submitting it again (1)" \
         in caplog.text
 
@@ -268,32 +279,37 @@ def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
     path, pts, ref = slow_snap
     _two_workers(client, cluster, "w-part")
     client.run(_slow_phase1, 2.0)
-    res = {}
     out = tmp_path / "part.zarr"
-
-    def run():
-        try:
-            res["store"] = emst_dask.emst(path, client=client, partitions=2, out=out)
-        except Exception as exc:  # pragma: no cover - shown by the assert below
-            res["error"] = exc
-
-    th = threading.Thread(target=run)
-    th.start()
-    deadline = time.monotonic() + 120
-    busy = []
-    while time.monotonic() < deadline and not busy:
-        busy = [w for w, keys in client.processing().items()
-                if any("-solve-" in str(k) for k in keys)]
-        time.sleep(0.05)
-    assert busy, "phase 1 never started"
-    _kill_worker(client, busy[0])
-    th.join(180)
+    res, _ = _kill_while_running(
+        client, lambda: emst_dask.emst(path, client=client, partitions=2, out=out), "-solve-")
     client.run(_slow_phase1, 0)
     assert "error" not in res, res.get("error")
-    assert_same_tree(open_edges(res["store"]), pts, reference=ref)
-    assert res["store"].attrs["partitioned"]["partitions"] == 2
+    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
+    assert res["result"].attrs["partitioned"]["partitions"] == 2
     assert _store_state(out) == "complete"
     assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+
+
+def test_worker_killed_in_batch(client, cluster, slow_snap, tmp_path, caplog):
+    """emst_many pins each job to its worker; a killed worker's job is
+    submitted again on the other worker and every store is exact."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="emst_dask.distributed.batch")
+    path, pts, ref = slow_snap
+    _two_workers(client, cluster, "w-batch")
+    client.run(_slow_reports, 0.5, 0)
+    outs = [tmp_path / f"b{i}.zarr" for i in range(3)]
+    res, killed = _kill_while_running(
+        client, lambda: emst_dask.emst_many([path] * 3, outs, client=client),
+        "emst-boruvka", settle=1.0, join=240)
+    client.run(_slow_reports, 0, 0)
+    assert "error" not in res, res.get("error")
+    for st in res["result"]:
+        assert_same_tree(open_edges(st), pts, reference=ref)
+    assert all(_store_state(o) == "complete" for o in outs)
+    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+    assert f"its worker {killed} left the cluster; submitting it again (1)" in caplog.text
 
 
 def test_last_worker_killed_clear_error(client, cluster, slow_snap, tmp_path):
@@ -325,3 +341,15 @@ def test_last_worker_killed_clear_error(client, cluster, slow_snap, tmp_path):
         assert _store_state(os.path.join(parent, f)) != "complete"
     with pytest.raises(Exception):
         open_edges(os.path.join(parent, tmp[0]))
+
+
+def test_batch_without_workers_clear_error(client, cluster, slow_snap):
+    """(after the last worker was killed) a batch waits for a worker for the
+    no-workers timeout, then names its jobs in a WorkerLost."""
+    import dask
+
+    path, _, _ = slow_snap
+    assert not _worker_pids(client)
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "2s"}), \
+            pytest.raises(WorkerLost, match="no worker left to run jobs 'a', 'b' within 2 s"):
+        emst_dask.emst_many([path, path], client=client, names=["a", "b"])

@@ -1,16 +1,19 @@
 """Many snapshots, one job per worker at a time (``emst_many``)."""
 from __future__ import annotations
 
+import logging
 import os
-from collections import deque
 
-from ..errors import InputError
+from ..errors import InputError, WorkerLost
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints
 from .client import client_for, connect, workers_may_see_other_files, workers_of
+from .dispatch import allowed_failures, one_per_worker
 from .faults import input_lost, lost_error, unwrap
 from .job import run_inline
 from .service import RESUBMIT_LOST_INPUT, cleanup, prepare, submit_chain
+
+log = logging.getLogger(__name__)
 
 
 def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
@@ -145,60 +148,67 @@ def _run_here(preps, results, callback, errors, bar):
 
 
 def _dispatch(cl, preps, results, callback, errors, bar):
-    """At most one job per worker; a finished job's worker takes the next."""
-    from distributed import as_completed
-
+    """At most one job per worker (``dispatch.one_per_worker``); a job whose
+    worker died, or whose in-memory input died with it, is submitted again."""
     from ..progress import Relay
 
-    pending = deque(sorted(preps))
-    running = {}     # future -> (index, worker)
     relays = []
-    ac = as_completed(loop=cl.loop)
+    deaths = dict.fromkeys(preps, 0)
+    allowed = allowed_failures()
 
-    def fill():
-        busy = {w for _, w in running.values()}
-        for w in workers_of(cl):
-            if not pending:
-                return
-            if w in busy:
-                continue
-            i = pending.popleft()
-            if callback is not None and not preps[i].spec.attempt:
-                relays.append(Relay(cl, preps[i].spec.topic, _bind(callback, i)))
-            fut = submit_chain(cl, preps[i], w)
-            running[fut] = (i, w)
-            ac.add(fut)
+    def submit(i, w):
+        spec = preps[i].spec
+        if callback is not None and not spec.attempt:
+            relays.append(Relay(cl, spec.topic, _bind(callback, i)))
+        return submit_chain(cl, preps[i], w, pinned=True)
+
+    def settle(i, value):
+        results[i] = value
+        if errors == "raise" and isinstance(value, BaseException):
+            raise value
+        if bar:
+            bar.update(1)
+
+    def finish(i, fut):
+        spec = preps[i].spec
+        try:
+            value = unwrap(fut.result())
+        except Exception as exc:
+            if input_lost(exc, preps[i].scattered) and spec.attempt < RESUBMIT_LOST_INPUT \
+                    and workers_of(cl):
+                spec.attempt += 1
+                return True
+            cleanup(cl, spec)
+            lost = lost_error(spec.name, spec.output, exc)
+            if lost is None:
+                settle(i, exc)
+            else:
+                lost.__cause__ = exc
+                settle(i, lost)
+            return False
+        cleanup(cl, spec)
+        settle(i, value)
+        return False
+
+    def orphaned(i, w):
+        spec = preps[i].spec
+        deaths[i] += 1
+        spec.attempt += 1
+        if deaths[i] <= allowed:
+            log.warning("job %s: its worker %s left the cluster; submitting it again (%d)",
+                        spec.name, w, spec.attempt)
+            return True
+        cleanup(cl, spec)
+        wrote = "" if spec.output is None else f"; {spec.output} was not written"
+        settle(i, WorkerLost(
+            f"job {spec.name!r}: {deaths[i]} workers died while running it "
+            f"(distributed.scheduler.allowed-failures = {allowed}), the last {w}; "
+            f"the job may be what kills them (out of memory?){wrote}"))
+        return False
 
     try:
-        while pending or running:
-            if not running:
-                cl.wait_for_workers(1, timeout=120)
-            fill()
-            if not running:
-                continue
-            fut = next(ac)
-            i, _w = running.pop(fut)
-            spec = preps[i].spec
-            try:
-                results[i] = unwrap(fut.result())
-                cleanup(cl, spec)
-            except Exception as exc:
-                if input_lost(exc, preps[i].scattered) and spec.attempt < RESUBMIT_LOST_INPUT \
-                        and workers_of(cl):
-                    spec.attempt += 1
-                    pending.appendleft(i)
-                    continue
-                cleanup(cl, spec)
-                lost = lost_error(spec.name, spec.output, exc)
-                if errors == "raise":
-                    for f in running:
-                        f.cancel()
-                    if lost is not None:
-                        raise lost from exc
-                    raise
-                results[i] = lost or exc
-            if bar:
-                bar.update(1)
+        one_per_worker(cl, sorted(preps), submit, finish, orphaned,
+                       names=lambda i: preps[i].spec.name)
     finally:
         for r in relays:
             r.close()

@@ -11,17 +11,17 @@ a stored catalogue is read by each worker.  The algorithm is
 from __future__ import annotations
 
 import uuid
-from collections import deque
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, WorkerLost
 from ..io.checks import as_points, check_backend, check_in_box, check_min_samples
 from ..io.checks import source_box_size
 from ..io.source import is_in_memory, resolve_source
 from ..products.realisations import (check_realisation, ensemble, realisation_histograms,
                                      realisation_seeds, shared_bins)
-from .client import client_for, workers_of
+from .client import client_for
+from .dispatch import allowed_failures, one_per_worker
 from .faults import lost_error, refusing, unwrap
 from .worker import apply_settings
 
@@ -157,44 +157,44 @@ def _run_here(points, src, how, seeds, bins, k, backend, report):
 def _dispatcher(cl, points, src):
     """The batch runner on cluster ``cl``: at most one realisation per
     worker; the points scattered once (broadcast) when in memory."""
-    from distributed import as_completed
-
     data = cl.scatter(points, broadcast=True, hash=False) if points is not None else None
 
     def run(_points, _src, how, seeds, bins, k, backend, report):
         token = uuid.uuid4().hex[:8]
         results = [None] * len(seeds)
-        pending = deque(range(len(seeds)))
-        running = {}
-        ac = as_completed(loop=cl.loop)
-        done = 0
-        while pending or running:
-            if not running:
-                cl.wait_for_workers(1, timeout=120)
-            busy = {w for _, w in running.values()}
-            for w in workers_of(cl):
-                if pending and w not in busy:
-                    i = pending.popleft()
-                    fut = cl.submit(realisation_task, data, src, how, seeds[i], bins, k,
-                                    backend, workers=[w], allow_other_workers=True, pure=False,
-                                    key=f"emst-realisation-{token}-{i}")
-                    running[fut] = (i, w)
-                    busy.add(w)
-                    ac.add(fut)
-            fut = next(ac)
-            i, _w = running.pop(fut)
+        deaths = [0] * len(seeds)
+        done = [0]
+        allowed = allowed_failures()
+
+        def submit(i, w):
+            again = f"-again{deaths[i]}" if deaths[i] else ""
+            return cl.submit(realisation_task, data, src, how, seeds[i], bins, k, backend,
+                             workers=[w], allow_other_workers=False, pure=False,
+                             key=f"emst-realisation-{token}-{i}{again}")
+
+        def finish(i, fut):
             try:
                 results[i] = unwrap(fut.result())
             except Exception as exc:
-                for f in running:
-                    f.cancel()
                 lost = lost_error(f"realisation {i}", None, exc)
                 if lost is not None:
                     raise lost from exc
                 raise
-            done += 1
+            done[0] += 1
             if report:
-                report(done, len(seeds))
+                report(done[0], len(seeds))
+            return False
+
+        def orphaned(i, w):
+            deaths[i] += 1
+            if deaths[i] > allowed:
+                raise WorkerLost(f"realisation {i}: {deaths[i]} workers died while running it "
+                                 f"(distributed.scheduler.allowed-failures = {allowed}), the "
+                                 f"last {w}; it may be what kills them (out of memory?)")
+            return True
+
+        one_per_worker(cl, range(len(seeds)), submit, finish, orphaned,
+                       names=lambda i: f"realisation {i}")
         return results
 
     return run

@@ -137,10 +137,15 @@ def _block_args(client, prep: Prepared, worker):
                            hash=False)]
 
 
-def submit_chain(client, prep: Prepared, worker=None):
-    """Submit the job's tasks; the future of its result."""
+def submit_chain(client, prep: Prepared, worker=None, pinned=False):
+    """Submit the job's tasks; the future of its result.
+
+    ``worker`` is where they should run.  ``pinned``: only there (work
+    stealing may not move them; the caller watches for the worker's death),
+    else the scheduler may run them elsewhere, as it does when it dies.
+    """
     spec = prep.spec
-    kw = dict(pure=False, workers=[worker], allow_other_workers=True) if worker \
+    kw = dict(pure=False, workers=[worker], allow_other_workers=not pinned) if worker \
         else dict(pure=False)
     args = _block_args(client, prep, worker)
     staged = client.submit(read_task, spec, *args, key=spec.key("read"), priority=0, **kw)
