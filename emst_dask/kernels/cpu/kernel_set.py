@@ -56,8 +56,9 @@ class CpuBVH:
     leaf.  box : (n-1, 2d) float node boxes (lo then hi).  min_orig : (n-1,)
     int64 smallest input row below a node (duplicate pruning).  span : (n-1,
     2) int32/int64 leaf range (compact copy of ``nodes[:, 2:4]``).  dims :
-    a tuple of d zeros (the kernels are compiled per d).  knn_d2, knn_j :
-    (n, k) neighbour lists (squared distance, tree position), once computed.
+    a tuple of d zeros (the kernels are compiled per d).  knn_j : (n, k)
+    int32/int64 neighbour lists (tree positions, nearest first) and
+    knn_bound : (n,) the k-th squared distance, once computed.
     period : (d,) box lengths of a periodic box in the points' dtype (scaled
     with them; the searches measure minimum-image distances), or (0,).
     """
@@ -71,8 +72,8 @@ class CpuBVH:
     n: int
     d: int
     dims: tuple
-    knn_d2: np.ndarray | None = None
     knn_j: np.ndarray | None = None
+    knn_bound: np.ndarray | None = None
     period: np.ndarray | None = None
 
 
@@ -276,8 +277,9 @@ class CpuKernels:
                       span=span, n=n, d=d, dims=dims, period=period)
 
     @staticmethod
-    def k_nearest_neighbours(bvh, k):
-        """(n, k) squared distances and tree positions of the k nearest others.
+    def k_nearest_neighbours(bvh, k, core_rank=-1):
+        """The k nearest others of every point: their tree positions, the
+        k-th squared distance and, optionally, the ``core_rank``-th.
 
         One pruned traversal per point, blocks of points in parallel
         (``search.k_nearest_neighbours``), under the order (d2, input row).
@@ -287,28 +289,36 @@ class CpuKernels:
         bvh : CpuBVH
         k : int
             1 <= k <= n - 1.
+        core_rank : int
+            0 <= core_rank < k, or -1 (none).
 
         Returns
         -------
-        d2 : (n, k) numpy array of the points' dtype
-            Squared distances, ascending along each row; rows in tree order.
-        j : (n, k) int64 numpy array
-            Tree positions of those neighbours.
+        j : (n, k) int32 (int64 from 2**31 points) numpy array
+            Tree positions of the neighbours, nearest first; rows in tree order.
+        bound : (n,) numpy array of the points' dtype
+            The k-th squared distance.
+        core : (n,) numpy array of the points' dtype, or None
+            The ``core_rank``-th squared distance.
         """
         n = bvh.n
-        d2 = np.empty((n, k), bvh.points.dtype)
-        j = np.empty((n, k), np.int64)
+        dt = bvh.points.dtype
+        j = np.empty((n, k), _index_type(n))
+        bound = np.empty(n, dt)
+        core = np.empty(n if core_rank >= 0 else 0, dt)
         search.k_nearest_neighbours(bvh.points, bvh.orig, bvh.nodes, bvh.box, bvh.min_orig,
-                                 k, KNN_LEAF_SIZE, d2, j, bvh.dims, bvh.period)
-        return d2, j
+                                    k, KNN_LEAF_SIZE, core_rank, j, bound, core, bvh.dims,
+                                    bvh.period)
+        return j, bound, (core if core_rank >= 0 else None)
 
     @classmethod
     def compute_core_distances(cls, bvh, min_samples):
         """Squared core distances from k-NN lists, which are kept on ``bvh``.
 
         The ``min(max(min_samples - 1, neighbour_list_size(d)), n - 1)`` nearest
-        other points of every point go to ``bvh.knn_d2`` and ``bvh.knn_j``: they
-        also answer the first Borůvka searches.
+        other points of every point go to ``bvh.knn_j`` (and the last one's
+        squared distance to ``bvh.knn_bound``): they also answer the first
+        Borůvka searches.
 
         Parameters
         ----------
@@ -325,8 +335,8 @@ class CpuKernels:
         # k_pts counts the point itself: the (k_pts - 1)-th other neighbour.
         # The lists are kept: they also answer the first Borůvka searches.
         k = min(max(min_samples - 1, neighbour_list_size(bvh.d)), bvh.n - 1)
-        bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(bvh, k)
-        return np.ascontiguousarray(bvh.knn_d2[:, min_samples - 2])
+        bvh.knn_j, bvh.knn_bound, core2 = cls.k_nearest_neighbours(bvh, k, min_samples - 2)
+        return core2
 
     @classmethod
     def init_boruvka(cls, bvh, core2, mrd):
@@ -352,7 +362,7 @@ class CpuKernels:
         n = bvh.n
         dt = bvh.points.dtype
         if bvh.knn_j is None:
-            bvh.knn_d2, bvh.knn_j = cls.k_nearest_neighbours(
+            bvh.knn_j, bvh.knn_bound, _ = cls.k_nearest_neighbours(
                 bvh, min(neighbour_list_size(bvh.d), n - 1))
         return CpuBoruvkaState(
             resolved=np.empty(n, np.bool_), skip=np.zeros(n, np.int32),
@@ -438,7 +448,7 @@ class CpuKernels:
             ``s.skip``; raises ``s.lower``; lowers ``s.radii`` to the candidates.
         """
         search.resolve_from_neighbour_lists(
-            bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_d2, bvh.knn_j,
+            bvh.points, bvh.orig, s.labels, s.core2, s.mrd, bvh.knn_bound, bvh.knn_j,
             s.radii, s.lower, s.resolved, s.cand_w, s.cand_j, s.inf, bvh.dims,
             s.skip, bvh.period)
         search.find_component_outgoing_edges(

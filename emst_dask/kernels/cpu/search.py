@@ -127,13 +127,21 @@ def _heap_insert(kd, ko, kj, m, k, w, o, j):
 
 @njit(parallel=True, cache=True)
 def k_nearest_neighbours(points, orig, nodes, box, min_orig,
-                         k, leaf_size, out_d2, out_j, dims, period):
+                         k, leaf_size, core_rank, out_j, out_bound, out_core, dims, period):
     """The k nearest *other* points of every point, under the order (d2, orig).
+
+    Only the positions are kept (a listed point's distance is recomputed, to
+    the same bits, where it is needed): 4 bytes a neighbour instead of 16.
 
     Parameters
     ----------
-    out_d2 : (n, k) float out, squared distances ascending.
-    out_j : (n, k) int64 out, tree positions of the neighbours.
+    core_rank : int, the rank (0-based) whose squared distance goes to
+        ``out_core``; -1 for none.
+    out_j : (n, k) int32/int64 out, tree positions of the neighbours, nearest
+        first.
+    out_bound : (n,) float out, the k-th squared distance.
+    out_core : (n,) float out, the ``core_rank``-th squared distance (unused
+        when ``core_rank`` is -1).
     """
     n = points.shape[0]
     nblocks = (n + BLOCK - 1) // BLOCK
@@ -186,8 +194,10 @@ def k_nearest_neighbours(points, orig, nodes, box, min_orig,
                     pc = m < k or dc <= kd[k - 1]
                 sp = _push_children(st_node, st_dist, sp, ca - n, da, pa, c - n, dc, pc)
             for q in range(k):
-                out_d2[i, q] = kd[q]
                 out_j[i, q] = kj[q]
+            out_bound[i] = kd[k - 1]
+            if core_rank >= 0:
+                out_core[i] = kd[core_rank]
 
 
 
@@ -367,16 +377,16 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
 
 
 @njit(parallel=True, cache=True)
-def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j,
+def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_bound, knn_j,
                                  radii, lower, resolved, cand_w, cand_j, inf, dims,
                                  skip, period):
     """Answer the search from each point's k nearest neighbours where exact.
 
-    ``knn_*`` (n, k) list the k nearest other points under the order
-    (d2, orig), so any point not listed is at least ``knn_d2[i, -1]`` away.
+    ``knn_j`` (n, k) lists the k nearest other points under the order
+    (d2, orig), so any point not listed is at least ``knn_bound[i]`` away.
     Euclidean: the first listed point of another component is exactly the
     nearest foreign point.  Mutual reachability: the best listed foreign
-    point is exact if its weight is below ``max(core2_i, knn_d2[i, -1])``,
+    point is exact if its weight is below ``max(core2_i, knn_bound[i])``,
     the least weight an unlisted point can have; otherwise it seeds the
     search.  Early Borůvka iterations need no tree search at all this way.
 
@@ -392,8 +402,8 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
     labels : (n,) int64 component of each point.
     core2 : (n,) float squared core distances (read only when ``mrd``).
     mrd : bool, mutual reachability.
-    knn_d2 : (n, k) float squared distances, ascending.
-    knn_j : (n, k) int64 tree positions.
+    knn_bound : (n,) float, the k-th listed squared distance.
+    knn_j : (n, k) int32/int64 tree positions, nearest first.
     radii : (n,) float in/out, per component id.
     lower : (n,) float in/out, per point.
     resolved : (n,) bool out, the answer is exact.
@@ -416,7 +426,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
             resolved[i] = False
             continue
         C = labels[i]
-        bound = knn_d2[i, k - 1]
+        bound = knn_bound[i]
         if mrd and core2[i] > bound:
             bound = core2[i]
         bw = inf
@@ -429,7 +439,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_d2, knn_j
                 if first == k:
                     first = q
                 if not mrd:
-                    bw = knn_d2[i, q]
+                    bw = _dist2(points, i, j, dims, period)  # the k-NN's bits
                     bj = j
                     break
                 w = _metric(points, core2, mrd, i, j, dims, period)
