@@ -57,7 +57,7 @@ def build_hierarchy(codes, nodes, parent):
     Parameters
     ----------
     codes : (n,) uint64, sorted ascending.
-    nodes : (n-1, 4) int64 out: left child, right child (unified ids), first
+    nodes : (n-1, 4) int32/int64 out: left child, right child (unified ids), first
         and last leaf of the node's range.  One row per node keeps a visit to
         one cache line.
     parent : (2n-1,) int64 out, unified parent (internal index + n); -1 root.
@@ -174,9 +174,9 @@ def compute_bounding_boxes(points, orig, nodes, box, min_orig, dims):
     ----------
     points : (n, d) float, tree order.
     orig : (n,) int64 input row of each position.
-    nodes : (n-1, 4) int64 from ``build_hierarchy``.
+    nodes : (n-1, 4) int32/int64 from ``build_hierarchy``.
     box : (n-1, 2d) float out.
-    min_orig : (n-1,) int64 out.
+    min_orig : (n-1,) int32/int64 out.
     dims : tuple of d zeros.
     """
     n = points.shape[0]

@@ -2,7 +2,8 @@
 reduction over the tree, each component's minimum outgoing edge under the
 strict order, and the merge (hooks, roots by path compression, relabel).
 
-Conventions of every CPU kernel: see ``emst_dask.kernels.cpu``.
+Conventions of every CPU kernel: see ``emst_dask.kernels.cpu``.  "int" is
+int32 below 2**31 - 1 points, else int64 (``kernel_set._index_type``).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def reduce_labels(labels, span, node_labels, breaks, shift):
 
     Parameters
     ----------
-    labels : (n,) int64 component of each point, tree order.
+    labels : (n,) int32/int64 component of each point, tree order.
     span : (n-1, 2) int32/int64 first and last leaf of each node.
     node_labels : (n-1,) int out, the node's common label or -1.
     breaks : (n,) int scratch (int32, or int64 for n >= 2**31 - 1).
@@ -87,7 +88,7 @@ def reduce_component_minima(orig, labels, cand_w, cand_j, radii, comp_w, comp_sr
     (and comp_w ``inf``) where a component has no edge.  The tree positions are cut into
     ``nchunks`` stretches and a component belongs to the stretch holding its
     id: each thread initialises and reduces its own components, and leaves
-    the points of other stretches' components in ``foreign`` ((n,) int64
+    the points of other stretches' components in ``foreign`` ((n,) int
     scratch), which a sequential pass takes afterwards, in order, so the
     result never depends on scheduling.  Only points with ``cand_w <=
     radii[C]`` can hold the minimum (the radius is the weight of a real
@@ -97,13 +98,13 @@ def reduce_component_minima(orig, labels, cand_w, cand_j, radii, comp_w, comp_sr
     Parameters
     ----------
     orig : (n,) int64 input row of each tree position.
-    labels : (n,) int64 component of each point.
+    labels : (n,) int component of each point.
     cand_w : (n,) float squared weight of each point's candidate.
-    cand_j : (n,) int64 tree position of the candidate (-1: none).
+    cand_j : (n,) int tree position of the candidate (-1: none).
     radii : (n,) float per component id.
     comp_w : (n,) float out, per component id.
-    comp_src, comp_dst : (n,) int64 out, the edge's tree positions.
-    foreign : (n,) int64 scratch.
+    comp_src, comp_dst : (n,) int out, the edge's tree positions.
+    foreign : (n,) int scratch.
     nchunks : int, stretches of component ids (one per thread).
     inf : +inf of the points' dtype.
     """
@@ -148,22 +149,22 @@ def merge_components(labels, comp_w, comp_src, comp_dst, lower,
     Under a strict total order the chosen edges form a forest whose only
     cycles are 2-cycles over one shared edge; the smaller component of such a
     mutual pair becomes the root and its duplicate edge is dropped.
-    ``nxt`` and ``hooked`` are (n,) int64 scratch.  Parallel over stretches
+    ``nxt`` and ``hooked`` are (n,) int scratch.  Parallel over stretches
     of component ids; edges are appended in component order, as a
     sequential pass would; the roots are found by path compression.
     Returns the new number of edges.
 
     Parameters
     ----------
-    labels : (n,) int64 in/out, component of each point (then its new root).
+    labels : (n,) int in/out, component of each point (then its new root).
     comp_w, comp_src, comp_dst : (n,) per component id, from
         ``reduce_component_minima``.
     lower : (n,) float in/out, raised to the old component's edge weight.
-    edge_src, edge_dst : (n-1,) int64 out, tree positions, appended at
+    edge_src, edge_dst : (n-1,) int out, tree positions, appended at
         ``n_edges``.
     edge_w : (n-1,) float out, squared weights.
     n_edges : int, edges so far.
-    nxt, hooked : (n,) int64 scratch.
+    nxt, hooked : (n,) int scratch.
     nchunks : int, stretches of component ids (one per thread).
     """
     n = labels.shape[0]

@@ -52,9 +52,9 @@ class CpuBVH:
     """The LBVH on the CPU (tree order; unified child ids, see ``cpu``).
 
     points : (n, d) float, tree order.  orig : (n,) int64 input row of each
-    position.  nodes : (n-1, 4) int64 left, right child, first and last
-    leaf.  box : (n-1, 2d) float node boxes (lo then hi).  min_orig : (n-1,)
-    int64 smallest input row below a node (duplicate pruning).  span : (n-1,
+    position.  nodes : (n-1, 4) int32 (int64 from 2**30 points) left and
+    right child, first and last leaf.  box : (n-1, 2d) float node boxes (lo then hi).  min_orig : (n-1,)
+    int32/int64 smallest input row below a node (duplicate pruning).  span : (n-1,
     2) int32/int64 leaf range (compact copy of ``nodes[:, 2:4]``).  dims :
     a tuple of d zeros (the kernels are compiled per d).  knn_j : (n, k)
     int32/int64 neighbour lists (tree positions, nearest first) and
@@ -81,7 +81,8 @@ class CpuBVH:
 class CpuBoruvkaState:
     """Borůvka iteration state on the CPU (arrays (n,) unless said).
 
-    labels : int64 component (a tree position) of every point.  node_labels :
+    Tree positions and component ids are int32 below 2**31 - 1 points, else
+    int64.  labels : component (a tree position) of every point.  node_labels :
     (n-1,) the leaves' common label or -1.  breaks : label-change prefix
     counts, per stretch of ``2**shift`` positions.  radii : float upper bound
     per component.  lower : float, per point, a lower bound on its distance
@@ -89,7 +90,7 @@ class CpuBoruvkaState:
     cand_w, cand_j : each point's best foreign candidate.  comp_w, comp_src,
     comp_dst : each component's minimum outgoing edge.  edge_src, edge_dst,
     edge_w : (n-1,) the tree so far (``n_edges`` of them).  nxt, scratch :
-    int64 merge scratch.  nchunks : stretches of component ids per pass.
+    merge scratch.  nchunks : stretches of component ids per pass.
     """
 
     resolved: np.ndarray
@@ -261,11 +262,12 @@ class CpuKernels:
         orig = perm.astype(np.int64, copy=False)
         pts = cpu_bvh.gather_rows(points, orig)
         m = n - 1
-        nodes = np.empty((m, 4), np.int64)
+        # child ids run to 2n - 2 (leaves 0..n-1, internal nodes n + k)
+        nodes = np.empty((m, 4), _index_type(2 * n))
         parent = np.empty(2 * n - 1, np.int64)
         cpu_bvh.build_hierarchy(codes, nodes, parent)
         box = np.empty((m, 2 * d), pts.dtype)
-        min_orig = np.empty(m, np.int64)
+        min_orig = np.empty(m, _index_type(n))
         # the kernels are compiled for each d: ``dims`` carries it in its type
         dims = (0,) * d
         cpu_bvh.compute_bounding_boxes(pts, orig, nodes, box, min_orig, dims)
@@ -356,7 +358,7 @@ class CpuKernels:
         Returns
         -------
         CpuBoruvkaState
-            ``labels`` = arange(n) (int64), ``lower`` and ``skip`` zeros, no edges;
+            ``labels`` = arange(n), ``lower`` and ``skip`` zeros, no edges;
             the other arrays are uninitialised.
         """
         n = bvh.n
@@ -364,21 +366,22 @@ class CpuKernels:
         if bvh.knn_j is None:
             bvh.knn_j, bvh.knn_bound, _ = cls.k_nearest_neighbours(
                 bvh, min(neighbour_list_size(bvh.d), n - 1))
+        # tree positions and component ids (both < n, or -1) in the narrowest type
+        it = _index_type(n)
         return CpuBoruvkaState(
             resolved=np.empty(n, np.bool_), skip=np.zeros(n, np.int32),
             core2=core2, mrd=mrd, inf=dt.type(np.inf),
-            labels=np.arange(n, dtype=np.int64),
-            node_labels=np.empty(n - 1, _index_type(n)),
-            breaks=np.empty(n, _index_type(n)),
+            labels=np.arange(n, dtype=it),
+            node_labels=np.empty(n - 1, it),
+            breaks=np.empty(n, it),
             shift=max(12, int(np.ceil(np.log2(max(1.0, n / numba.get_num_threads()))))),
             radii=np.empty(n, dt),
             lower=np.zeros(n, dt),
-            cand_w=np.empty(n, dt), cand_j=np.empty(n, np.int64),
-            comp_w=np.empty(n, dt), comp_src=np.empty(n, np.int64),
-            comp_dst=np.empty(n, np.int64),
-            edge_src=np.empty(n - 1, np.int64), edge_dst=np.empty(n - 1, np.int64),
+            cand_w=np.empty(n, dt), cand_j=np.empty(n, it),
+            comp_w=np.empty(n, dt), comp_src=np.empty(n, it), comp_dst=np.empty(n, it),
+            edge_src=np.empty(n - 1, it), edge_dst=np.empty(n - 1, it),
             edge_w=np.empty(n - 1, dt), n_edges=0,
-            nxt=np.empty(n, np.int64), scratch=np.empty(n, np.int64),
+            nxt=np.empty(n, it), scratch=np.empty(n, it),
             nchunks=_chunks(n))
 
     @staticmethod

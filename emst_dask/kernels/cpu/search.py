@@ -224,7 +224,7 @@ def compute_upper_bounds(points, labels, core2, mrd, radii, dims, period):
     Parameters
     ----------
     points : (n, d) float, tree order.
-    labels : (n,) int64 component (a tree position) of each point.
+    labels : (n,) int32/int64 component (a tree position) of each point.
     core2 : (n,) float squared core distances (read only when ``mrd``).
     mrd : bool, mutual reachability.
     radii : (n,) float in/out, per component id.
@@ -271,7 +271,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
     ----------
     points : (n, d) float, tree order.
     orig : (n,) int64 input row of each position.
-    labels : (n,) int64 component of each point.
+    labels : (n,) int32/int64 component of each point.
     node_labels : (n-1,) int, each internal node's common label or -1.
     nodes, box, min_orig : the tree (see ``CpuBVH``).
     core2 : (n,) float squared core distances (read only when ``mrd``).
@@ -281,7 +281,7 @@ def find_component_outgoing_edges(points, orig, labels, node_labels, nodes, box,
     leaf_size : int, subtrees of at most this many points are scanned.
     resolved : (n,) bool, points already answered.
     cand_w : (n,) float in/out, squared weight of each point's candidate.
-    cand_j : (n,) int64 in/out, its tree position (-1: none).
+    cand_j : (n,) int32/int64 in/out, its tree position (-1: none).
     dims : tuple of d zeros.
     period : (p,) float, the box lengths of a periodic box (p = d, scaled
         with the points), or empty (p = 0) for open space.
@@ -399,7 +399,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_bound, kn
     ----------
     points : (n, d) float, tree order.
     orig : (n,) int64 input row of each position.
-    labels : (n,) int64 component of each point.
+    labels : (n,) int32/int64 component of each point.
     core2 : (n,) float squared core distances (read only when ``mrd``).
     mrd : bool, mutual reachability.
     knn_bound : (n,) float, the k-th listed squared distance.
@@ -409,7 +409,7 @@ def resolve_from_neighbour_lists(points, orig, labels, core2, mrd, knn_bound, kn
     resolved : (n,) bool out, the answer is exact.
     cand_w : (n,) float out, squared weight of the best listed foreign point
         (``inf`` for none).
-    cand_j : (n,) int64 out, its tree position (-1: none).
+    cand_j : (n,) int32/int64 out, its tree position (-1: none).
     inf : +inf of the points' dtype.
     dims : tuple of d zeros.
     period : (p,) float, the box lengths of a periodic box (p = d, scaled
