@@ -15,8 +15,19 @@ import os
 from ..errors import InputError
 
 #: seconds to wait for a scheduler that does not answer (the CLI's user
-#: should not wait dask's default twice over for a typo)
+#: should not wait dask's default twice over for a typo), or
+#: ``distributed.comm.timeouts.connect`` where that is shorter
 CONNECT_TIMEOUT = "20s"
+
+
+def connect_timeout() -> float:
+    """Seconds ``connect`` waits for a scheduler (see ``CONNECT_TIMEOUT``)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    mine = parse_timedelta(CONNECT_TIMEOUT)
+    theirs = dask.config.get("distributed.comm.timeouts.connect", None)
+    return min(mine, parse_timedelta(theirs)) if theirs else mine
 
 
 def _check_tls(address: str):
@@ -70,8 +81,9 @@ def connect(client):
     _check_tls(address)
     try:
         if s.endswith(".json"):
-            return Client(scheduler_file=s, set_as_default=False, timeout=CONNECT_TIMEOUT), True
-        return Client(s, set_as_default=False, timeout=CONNECT_TIMEOUT), True
+            return Client(scheduler_file=s, set_as_default=False,
+                          timeout=connect_timeout()), True
+        return Client(s, set_as_default=False, timeout=connect_timeout()), True
     except (OSError, TimeoutError) as exc:
         raise InputError(f"cannot reach the Dask scheduler {address}: {exc}") from None
     except (TypeError, ValueError) as exc:
