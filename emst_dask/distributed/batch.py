@@ -4,12 +4,12 @@ from __future__ import annotations
 import logging
 import os
 
-from ..errors import InputError, WorkerLost
+from ..errors import InputError
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints
 from .client import client_for, connect, workers_may_see_other_files, workers_of
-from .dispatch import allowed_failures, one_per_worker
-from .faults import input_lost, lost_error, unwrap
+from .dispatch import one_per_worker
+from .faults import input_lost, lost_error, unwrap, workers_died
 from .job import run_inline
 from .service import RESUBMIT_LOST_INPUT, cleanup, prepare, submit_chain
 
@@ -153,8 +153,6 @@ def _dispatch(cl, preps, results, callback, errors, bar):
     from ..progress import Relay
 
     relays = []
-    deaths = dict.fromkeys(preps, 0)
-    allowed = allowed_failures()
 
     def submit(i, w):
         spec = preps[i].spec
@@ -190,24 +188,19 @@ def _dispatch(cl, preps, results, callback, errors, bar):
         settle(i, value)
         return False
 
-    def orphaned(i, w):
+    def orphaned(i, w, deaths):
         spec = preps[i].spec
-        deaths[i] += 1
         spec.attempt += 1
-        if deaths[i] <= allowed:
-            log.warning("job %s: its worker %s left the cluster; submitting it again (%d)",
-                        spec.name, w, spec.attempt)
-            return True
+        log.warning("job %s: its worker %s left the cluster; submitting it again (%d)",
+                    spec.name, w, spec.attempt)
+
+    def gave_up(i, w, deaths, allowed):
+        spec = preps[i].spec
         cleanup(cl, spec)
-        wrote = "" if spec.output is None else f"; {spec.output} was not written"
-        settle(i, WorkerLost(
-            f"job {spec.name!r}: {deaths[i]} workers died while running it "
-            f"(distributed.scheduler.allowed-failures = {allowed}), the last {w}; "
-            f"the job may be what kills them (out of memory?){wrote}"))
-        return False
+        settle(i, workers_died(spec.name, deaths, allowed, w, spec.output))
 
     try:
-        one_per_worker(cl, sorted(preps), submit, finish, orphaned,
+        one_per_worker(cl, sorted(preps), submit, finish, orphaned, gave_up,
                        names=lambda i: preps[i].spec.name)
     finally:
         for r in relays:

@@ -6,8 +6,9 @@ scheduler may not move it.  With loose restrictions its work stealing moved
 a queued first task to a worker that had just finished its own job, and two
 jobs then shared that worker (and its GPU).  Pinned tasks of a dead worker
 would wait for it forever, so the loop watches the workers: a dead worker's
-job is cancelled and handed to the caller, which submits it again or gives
-up (the scheduler's ``allowed-failures`` rule).
+job is cancelled and submitted again elsewhere, until more workers died
+running it than ``distributed.scheduler.allowed-failures`` allows (the
+scheduler's own rule for loose tasks): then the caller gives it up.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def allowed_failures() -> int:
     return int(dask.config.get("distributed.scheduler.allowed-failures", 3))
 
 
-def one_per_worker(cl, jobs, submit, finish, orphaned, names=None):
+def one_per_worker(cl, jobs, submit, finish, orphaned, gave_up, names=None):
     """Run ``jobs`` on the workers of ``cl``, at most one at a time on each.
 
     Parameters
@@ -43,9 +44,14 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, names=None):
         Called with each finished future; True puts the job back at the head
         of the queue (submitted again), an exception stops the loop (the
         running jobs are cancelled).
-    orphaned : callable(job, worker) -> bool
+    orphaned : callable(job, worker, deaths)
         Called with a job whose worker left the cluster (its future is
-        cancelled); True submits it again, an exception stops the loop.
+        cancelled) before it is submitted again; ``deaths`` (int) counts the
+        workers that died running it, at most ``allowed_failures()``.
+    gave_up : callable(job, worker, deaths, allowed)
+        Called instead when ``deaths`` exceeds ``allowed``
+        (``allowed_failures()``): the job is not submitted again; an
+        exception stops the loop.
     names : callable(job) -> str, optional
         A job's name in the error raised when no worker is left.
     """
@@ -53,6 +59,8 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, names=None):
 
     pending = deque(jobs)
     running = {}     # future -> (job, worker)
+    deaths = {}      # job -> workers that died running it
+    allowed = allowed_failures()
     ac = as_completed(loop=cl.loop)
     try:
         while pending or running:
@@ -79,8 +87,12 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, names=None):
                     continue
                 del running[fut]
                 fut.cancel()
-                if orphaned(job, w):
-                    pending.appendleft(job)
+                deaths[job] = deaths.get(job, 0) + 1
+                if deaths[job] > allowed:
+                    gave_up(job, w, deaths[job], allowed)
+                    continue
+                orphaned(job, w, deaths[job])
+                pending.appendleft(job)
     except BaseException:
         for fut in running:
             fut.cancel()

@@ -82,14 +82,22 @@ def lost_error(name, out, exc):
         return WorkerLost(f"job {name!r}: no worker can run it (none left, or none meets its "
                           f"restrictions) within {exc.args[4]:g} s{wrote}")
     if isinstance(exc, KilledWorker):
-        return WorkerLost(f"job {name!r}: {exc.allowed_failures + 1} workers died while running "
-                          f"it (distributed.scheduler.allowed-failures = {exc.allowed_failures}),"
-                          f" the last {exc.last_worker.address}; the job may be what kills them "
-                          f"(out of memory?){wrote}")
+        return workers_died(name, exc.allowed_failures + 1, exc.allowed_failures,
+                            exc.last_worker.address, out)
     if isinstance(exc, CancelledError) and getattr(exc, "reason", "") not in NOT_LOST:
         return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
                           f"no worker was left to run it again ({exc}){wrote}")
     return None
+
+
+def workers_died(name, deaths, allowed, last, out=None) -> WorkerLost:
+    """The ``WorkerLost`` of a job that ``deaths`` workers died running, more
+    than ``distributed.scheduler.allowed-failures`` (``allowed``); ``last`` is
+    the address of the last; ``out`` its output, if any."""
+    wrote = "" if out is None else f"; {out} was not written"
+    return WorkerLost(f"job {name!r}: {deaths} workers died while running it "
+                      f"(distributed.scheduler.allowed-failures = {allowed}), the last "
+                      f"{last}; the job may be what kills them (out of memory?){wrote}")
 
 
 def input_lost(exc, scattered: bool) -> bool:

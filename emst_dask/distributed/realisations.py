@@ -14,15 +14,15 @@ import uuid
 
 import numpy as np
 
-from ..errors import InputError, WorkerLost
+from ..errors import InputError
 from ..io.checks import as_points, check_backend, check_in_box, check_min_samples
 from ..io.checks import source_box_size
 from ..io.source import is_in_memory, resolve_source
 from ..products.realisations import (check_realisation, ensemble, realisation_histograms,
                                      realisation_seeds, shared_bins)
 from .client import client_for
-from .dispatch import allowed_failures, one_per_worker
-from .faults import lost_error, refusing, unwrap
+from .dispatch import one_per_worker
+from .faults import lost_error, refusing, unwrap, workers_died
 from .worker import apply_settings
 
 
@@ -162,12 +162,11 @@ def _dispatcher(cl, points, src):
     def run(_points, _src, how, seeds, bins, k, backend, report):
         token = uuid.uuid4().hex[:8]
         results = [None] * len(seeds)
-        deaths = [0] * len(seeds)
+        attempt = [0] * len(seeds)   # in the task keys of a resubmission
         done = [0]
-        allowed = allowed_failures()
 
         def submit(i, w):
-            again = f"-again{deaths[i]}" if deaths[i] else ""
+            again = f"-again{attempt[i]}" if attempt[i] else ""
             return cl.submit(realisation_task, data, src, how, seeds[i], bins, k, backend,
                              workers=[w], allow_other_workers=False, pure=False,
                              key=f"emst-realisation-{token}-{i}{again}")
@@ -185,15 +184,13 @@ def _dispatcher(cl, points, src):
                 report(done[0], len(seeds))
             return False
 
-        def orphaned(i, w):
-            deaths[i] += 1
-            if deaths[i] > allowed:
-                raise WorkerLost(f"realisation {i}: {deaths[i]} workers died while running it "
-                                 f"(distributed.scheduler.allowed-failures = {allowed}), the "
-                                 f"last {w}; it may be what kills them (out of memory?)")
-            return True
+        def orphaned(i, w, deaths):
+            attempt[i] = deaths
 
-        one_per_worker(cl, range(len(seeds)), submit, finish, orphaned,
+        def gave_up(i, w, deaths, allowed):
+            raise workers_died(f"realisation {i}", deaths, allowed, w)
+
+        one_per_worker(cl, range(len(seeds)), submit, finish, orphaned, gave_up,
                        names=lambda i: f"realisation {i}")
         return results
 
