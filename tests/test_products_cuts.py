@@ -262,3 +262,25 @@ def test_cupy_union_find_on_a_lattice_with_duplicates():
     bs = [0.0, 1.0, 1.0, 0.5, 2 ** 0.5, np.inf]
     got = fof_labels(cupy.asarray(s), cupy.asarray(t), cupy.asarray(w), n, bs)
     np.testing.assert_array_equal(got.get(), fof_labels(s, t, w, n, bs))
+
+
+@pytest.mark.gpu
+def test_cupy_more_lengths_than_one_batch_of_levels():
+    # more lengths than a node's level byte holds (batches of 254), equal
+    # lengths, lengths at every tied weight, and 0 and inf
+    cupy = pytest.importorskip("cupy")
+    from emst_dask.kernels.cuda.union_find import MAX_LEVELS
+
+    rng = np.random.default_rng(5)
+    pts = rng.integers(0, 40, (20_000, 2)).astype(np.float64)
+    tree = emst(pts, backend="cpu")
+    s, t, w, n = tree.source, tree.target, tree.weight, len(pts)
+    distinct = np.unique(w)
+    bs = np.concatenate([[0.0, np.inf], distinct, distinct[::7],
+                         np.linspace(0, distinct[-1] * 1.1, 2 * MAX_LEVELS)])
+    bs = rng.permutation(bs)
+    assert bs.shape[0] > MAX_LEVELS
+    order = rng.permutation(s.shape[0])
+    got = fof_labels(cupy.asarray(s[order]), cupy.asarray(t[order]),
+                     cupy.asarray(w[order]), n, bs)
+    np.testing.assert_array_equal(got.get(), fof_labels(s, t, w, n, bs))

@@ -10,9 +10,10 @@ Host (numba): the edges are bucketed once by the first cut they belong to
 lengths are processed in increasing order, each adding its bucket to an
 incremental union-find whose roots are the smallest rows, then a parallel
 pass over the points writes the labels.  Device (CuPy): the same order of
-lengths with a lock-free union-find kernel (``kernels.cuda.union_find``),
-each length one pass over the edges that hooks those in its range, then one
-over the points.  ``fof_labels_xp`` is a whole-array formulation (any array
+lengths with a lock-free union-find kernel (``kernels.cuda.union_find``)
+whose links remember the length they were made at, each length one pass
+over the edges that hooks those in its range, then one pass over the points
+for all the lengths together.  ``fof_labels_xp`` is a whole-array formulation (any array
 module; the tests run it with numpy).
 """
 from __future__ import annotations
@@ -100,19 +101,17 @@ def _fof_cuda(s, t, w, n, values):
     """The GPU version: (K, n) int64 cupy labels."""
     import cupy
 
-    from ..kernels.cuda.union_find import DeviceUnionFind
+    from ..kernels.cuda.union_find import fof_cuts
 
     cuts, rows = _cut_order(values)
     out = cupy.empty((cuts.shape[0], n), cupy.int64)
-    uf = DeviceUnionFind(n)
-    below = -np.inf
-    for j in range(cuts.shape[0]):
-        if j and cuts[j] == cuts[j - 1]:
-            out[rows[j]] = out[rows[j - 1]]
-            continue
-        uf.hook(s, t, w, below, cuts[j])
-        uf.labels(out=out[rows[j]])
-        below = cuts[j]
+    if cuts.shape[0] == 0 or n == 0:
+        return out
+    first = np.ones(cuts.shape[0], bool)  # equal lengths are read once
+    first[1:] = cuts[1:] != cuts[:-1]
+    fof_cuts(s, t, w, n, cuts[first], rows[first], out)
+    for j in np.flatnonzero(~first):
+        out[rows[j]] = out[rows[j - 1]]
     return out
 
 

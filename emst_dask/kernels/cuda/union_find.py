@@ -1,10 +1,12 @@
-"""Connected components of edge lists on the GPU: a lock-free union-find.
+"""Friends-of-friends cuts on the GPU: one union-find for every length.
 
 The friends-of-friends cuts (``products.cuts``) add the tree's edges to one
-union-find, lightest lengths first, and read the groups after each length.
-Each edge hooks the larger of its endpoints' roots under the smaller with a
-compare-and-swap, so every root is its component's smallest row and the
-groups come out numbered by their smallest row, as on the host.
+lock-free union-find, shortest lengths first.  Each edge hooks the larger of
+its endpoints' roots under the smaller with a compare-and-swap, so every
+root is its component's smallest row and groups come out numbered by their
+smallest row, as on the host.  Each link also records the cut it was made
+at, so the groups of all K cuts are read in one pass over the points at the
+end instead of one pass per cut (``union_find.cu`` says how).
 """
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from pathlib import Path
 import numpy as np
 
 _THREADS = 256
+# Levels are one byte of a node and 255 marks a root: at most 254 cuts are
+# read from one set of links; more are done in batches.
+MAX_LEVELS = 254
 
 
 @functools.cache
@@ -21,8 +26,15 @@ def _module():
     import cupy
 
     code = Path(__file__).with_name("union_find.cu").read_text()
-    return cupy.RawModule(code=code, options=("-std=c++14",),
-                          name_expressions=("uf_hook<float>", "uf_hook<double>"))
+    names = tuple(f"{k}<{t}>" for k in ("uf_edge_levels", "uf_hook_range")
+                  for t in ("float", "double"))
+    return cupy.RawModule(code=code, options=("-std=c++14",), name_expressions=names)
+
+
+def _kernel(name, weight=None):
+    if weight is not None:
+        name += "<float>" if weight.dtype == np.float32 else "<double>"
+    return _module().get_function(name)
 
 
 def _grid(count: int) -> tuple:
@@ -32,51 +44,65 @@ def _grid(count: int) -> tuple:
     return (max(1, min(-(-count // _THREADS), 32 * sms)),)
 
 
-class DeviceUnionFind:
-    """A union-find over n rows on the current GPU.
+def fof_cuts(source, target, weight, n: int, cuts, rows, out):
+    """Write the groups at increasing linking lengths into ``out``.
 
     Parameters
     ----------
-    n : int, the number of rows (points).
+    source, target : (m,) int64 cupy arrays, C-contiguous, in [0, n).
+    weight : (m,) float32 or float64 cupy array, C-contiguous.
+    n : int, the number of points.
+    cuts : (K,) float64 numpy array, strictly increasing lengths.
+    rows : (K,) int64 numpy array: cut j is written to ``out[rows[j]]``.
+    out : (R, n) int64 cupy array, C-contiguous: row ``rows[j]`` receives
+        the groups of the edges of weight <= cuts[j], numbered 0, 1, ... by
+        their smallest row.
     """
+    import cupy
 
-    def __init__(self, n: int):
-        import cupy
+    m = int(source.shape[0])
+    nodes = cupy.empty(n, cupy.uint64)
+    _kernel("uf_init")(_grid(n), (_THREADS,), (nodes, np.int64(n)))
+    levels = cupy.empty(m, cupy.uint8) if cuts.shape[0] > 1 else None
+    below = -np.inf
+    for start in range(0, cuts.shape[0], MAX_LEVELS):
+        batch = cuts[start:start + MAX_LEVELS]
+        if start:
+            _kernel("uf_flatten")(_grid(n), (_THREADS,), (nodes, np.int64(n)))
+        if m and levels is None:
+            _kernel("uf_hook_range", weight)(
+                _grid(m), (_THREADS,),
+                (source, target, weight, np.float64(below), np.float64(batch[0]),
+                 np.uint32(1), nodes, np.int64(m)))
+        elif m:
+            _kernel("uf_edge_levels", weight)(
+                _grid(m), (_THREADS,),
+                (weight, cupy.asarray(batch), np.int32(batch.shape[0]), levels,
+                 np.int64(m)))
+            # (an edge an earlier batch hooked is hooked again at level 1: a
+            # no-op, its endpoints share a root)
+            for level in range(1, batch.shape[0] + 1):
+                _kernel("uf_hook_level")(_grid(m), (_THREADS,),
+                                         (source, target, levels, np.uint32(level),
+                                          nodes, np.int64(m)))
+        _read_groups(nodes, n, batch.shape[0], rows[start:start + MAX_LEVELS], out)
+        below = batch[-1]
 
-        self.n = int(n)
-        self.parent = cupy.arange(self.n, dtype=cupy.int64)
 
-    def hook(self, source, target, weight, lo: float, hi: float) -> None:
-        """Join the endpoints of the edges whose weight lies in (lo, hi].
+def _read_groups(nodes, n, k, rows, out):
+    """out[rows[j]] = the groups at level j + 1, for j < k."""
+    import cupy
 
-        Parameters
-        ----------
-        source, target : (m,) int64 cupy arrays, C-contiguous, in [0, n).
-        weight : (m,) float32 or float64 cupy array, C-contiguous.
-        lo, hi : float, compared with the weights in float64 (exactly).
-        """
-        m = int(source.shape[0])
-        if m == 0:
-            return
-        name = "uf_hook<float>" if weight.dtype == np.float32 else "uf_hook<double>"
-        _module().get_function(name)(
-            _grid(m), (_THREADS,),
-            (source, target, weight, np.float64(lo), np.float64(hi), self.parent,
-             np.int64(m)))
-
-    def labels(self, out=None):
-        """(n,) int64 cupy: the components numbered 0, 1, ... by their
-        smallest row (written into ``out`` when given)."""
-        import cupy
-
-        n = self.n
-        out = cupy.empty(n, cupy.int64) if out is None else out
-        if n == 0:
-            return out
-        is_root = cupy.empty(n, cupy.int64)
-        _module().get_function("uf_flatten")(_grid(n), (_THREADS,),
-                                             (self.parent, is_root, np.int64(n)))
-        scan = cupy.cumsum(is_root, out=is_root)
-        _module().get_function("uf_number")(_grid(n), (_THREADS,),
-                                            (self.parent, scan, out, np.int64(n)))
-        return out
+    if n == 0:
+        return
+    words = -(-n // 32)
+    bits = cupy.empty((k, words), cupy.uint32)
+    ranks = cupy.empty((k, words), cupy.int64)
+    _kernel("uf_root_bits")(_grid(32 * words), (_THREADS,),
+                            (nodes, np.int32(k), bits, ranks, np.int64(n),
+                             np.int64(words)))
+    cupy.cumsum(ranks, axis=1, out=ranks)
+    _kernel("uf_labels")(_grid(n), (_THREADS,),
+                         (nodes, np.int32(k), bits, ranks,
+                          cupy.asarray(np.ascontiguousarray(rows, np.int64)), out,
+                          np.int64(n), np.int64(words)))
