@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import numpy as np
+
 from ..arrays import jump_to_roots, scatter_add, scatter_min
 from ..engine.boruvka import Timers
 from ..errors import InputError
@@ -40,10 +42,60 @@ def _components(xp, ptr):
     smaller id): (new id of every node's root, number of roots)."""
     k = ptr.shape[0]
     c = xp.arange(k, dtype=xp.int64)
-    ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
+    if xp is np:
+        ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
+    else:  # one thread a node instead of a whole-array pass per halving
+        from ..kernels.cuda.dendrogram import pick_forest_roots
+
+        ptr = pick_forest_roots(ptr)
     roots = ptr == c
     new_id = xp.cumsum(roots, dtype=xp.int64) - 1
     return new_id[ptr], int(new_id[-1]) + 1
+
+
+def _lightest(xp, k, cs, ct, rank, m):
+    """(k,) int64: every component's lightest edge (its lowest rank; m for
+    none) among the edges (cs, ct) between components."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import lightest_edges
+
+        return lightest_edges(k, cs, ct, rank, m)
+    best = xp.full(k, m, xp.int64)
+    scatter_min(xp, best, cs, rank)
+    scatter_min(xp, best, ct, rank)
+    return best
+
+
+def _picks(xp, k, cs, ct, rank, best):
+    """The round's picked edges: (their positions, (k,) side of every
+    component on its pick (0 source, 1 target), (k,) the component at the
+    pick's other end)."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import picks
+
+        return picks(k, cs, ct, rank, best)
+    by_s, by_t = best[cs] == rank, best[ct] == rank
+    es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
+    picked = xp.flatnonzero(by_s | by_t)
+    side = xp.empty(k, xp.int64)
+    side[cs[es]] = 0
+    side[ct[et]] = 1
+    ptr = xp.arange(k, dtype=xp.int64)
+    ptr[cs[es]] = ct[es]
+    ptr[ct[et]] = cs[et]
+    return picked, side, ptr
+
+
+def _chain_keys(xp, key, items, item_comp, best, cid, side):
+    """key[items] = the chain of each item's component's pick on its side;
+    returns alpha, (len(items),) int64 the pick of each item's component."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import chain_keys
+
+        return chain_keys(key, items, item_comp, best, cid, side)
+    alpha = best[item_comp]
+    key[items] = 2 * cid[alpha] + side[item_comp]
+    return alpha
 
 
 def boruvka_chains(xp, s, t, n):
@@ -87,36 +139,22 @@ def boruvka_chains(xp, s, t, n):
         if rank.shape[0] == 0:
             raise InputError(f"the edges do not connect the {n} points: they leave "
                              f"{k} components")
-        best = xp.full(k, m, xp.int64)
-        scatter_min(xp, best, cs, rank)
-        scatter_min(xp, best, ct, rank)
+        best = _lightest(xp, k, cs, ct, rank, m)
         lonely = int((best == m).sum())
         if lonely:
             raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
                              "components have no edge out")
-        by_s, by_t = best[cs] == rank, best[ct] == rank
-        es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
-        picked = xp.flatnonzero(by_s | by_t)
-        del by_s, by_t
-        side = xp.empty(k, xp.int64)
-        side[cs[es]] = 0
-        side[ct[et]] = 1
+        picked, side, ptr = _picks(xp, k, cs, ct, rank, best)
         prank = rank[picked]
         cid[prank] = picked_so_far + xp.arange(prank.shape[0], dtype=xp.int64)
         picked_so_far += int(prank.shape[0])
         round_ends.append(picked_so_far)
 
         # every item to its chain; those above their pick are put right later
-        alpha = best[item_comp]
-        key[items] = 2 * cid[alpha] + side[item_comp]
+        alpha = _chain_keys(xp, key, items, item_comp, best, cid, side)
         above = xp.flatnonzero(item_rank > alpha)
         followers.append((items[above], alpha[above]))
         del alpha, above, side, best
-
-        ptr = xp.arange(k, dtype=xp.int64)
-        ptr[cs[es]] = ct[es]
-        ptr[ct[et]] = cs[et]
-        del es, et
         new_comp, k = _components(xp, ptr)
 
         items, item_rank = prank, prank
@@ -135,6 +173,11 @@ def boruvka_chains(xp, s, t, n):
         # An edge above its component's pick joins the root path above the
         # pick, at its own rank: the first chain up from the pick's whose
         # top edge is heavier (the picks of later rounds are placed already).
+        if xp is not np:  # one thread a follower walks the chains up
+            from ..kernels.cuda.dendrogram import place_followers
+
+            place_followers(key, owner, edge, target, m)
+            continue
         while edge.shape[0]:
             k_t = key[target]
             top = owner[xp.minimum(k_t >> 1, m - 1)]
