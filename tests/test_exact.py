@@ -90,8 +90,10 @@ def test_edge_set_equals_unique_mst_float32(backend):
 @st.composite
 def clouds(draw, max_n=48, max_d=5):
     n = draw(st.integers(0, max_n))
-    d = draw(st.integers(1, max_d))
     dtype = draw(st.sampled_from(FLOATS))
+    # float32 in the dimensions the rest of the suite compiles: each (dtype,
+    # d) is a numba compilation of its own, half a minute or more on one core
+    d = draw(st.integers(1, max_d) if dtype is np.float64 else st.sampled_from([2, 3]))
     kind = draw(st.sampled_from(["float", "grid", "pool"]))
     width = 32 if dtype is np.float32 else 64
     if kind == "float":

@@ -184,8 +184,10 @@ def test_extreme_scales(backend, k, scale, dtype):
 @st.composite
 def cloud_and_k(draw):
     n = draw(st.integers(1, 40))
-    d = draw(st.integers(1, 4))
     dtype = draw(st.sampled_from(FLOATS))
+    # float32 where the rest of the suite compiles it (a numba compilation per
+    # (dtype, d))
+    d = draw(st.integers(1, 4) if dtype is np.float64 else st.sampled_from([2, 3]))
     if draw(st.booleans()):
         el = st.integers(-2, 2).map(float)  # ties and duplicates
     else:
