@@ -12,7 +12,8 @@ Points on the device (halos, 3-D float32, seed 0); each figure the median of
   strict sort and the parallel dendrogram), with the device memory it
   takes beyond the tree; ``--check`` compares it with the host's union-find;
 * ``fof_1``, ``fof_8``: ``tree.fof(b)`` at b = 0.2 mean spacings, and at 8
-  lengths at once, on the device;
+  lengths at once (0.5 b to 2.25 b), on the device; ``fof_1_longest`` one
+  cut at the longest of the eight (the same edges joined);
 * ``hdbscan_extract``: HDBSCAN* clusters (labels, probabilities, GLOSH) from
   the mutual-reachability tree on the device, with the device memory it
   takes beyond the tree; ``--check`` compares them with the host's;
@@ -113,11 +114,16 @@ def main():
         del host
     b = 0.2 * spacing
     res["fof_1"], one = timed(lambda: tree.fof(b))
-    res["fof_8"], _ = timed(lambda: tree.fof([b * (0.5 + 0.25 * i) for i in range(8)]))
+    eight = [b * (0.5 + 0.25 * i) for i in range(8)]
+    res["fof_8"], _ = timed(lambda: tree.fof(eight))
+    # one cut at the longest of the eight: the same edges joined as the eight
+    res["fof_1_longest"], _ = timed(lambda: tree.fof(eight[-1]))
+    res["fof_8_bytes_per_point"] = device_bytes(lambda: tree.fof(eight)) / a.n
     res["fof_1_groups"] = int(one.max()) + 1
     res["ratios"] = {"linkage/emst": res["linkage"] / res["emst"],
                      "fof_1/emst": res["fof_1"] / res["emst"],
-                     "fof_8/fof_1": res["fof_8"] / res["fof_1"]}
+                     "fof_8/fof_1": res["fof_8"] / res["fof_1"],
+                     "fof_8/fof_1_longest": res["fof_8"] / res["fof_1_longest"]}
     from emst_dask.products.hdbscan import extract
 
     def clusters():
@@ -154,7 +160,7 @@ def main():
         json.dump(res, fh, indent=1)
     print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
     for k in ("emst", "emst_mrd", "linkage", "linkage_sort", "linkage_dendrogram",
-              "linkage_host", "fof_1", "fof_8", "hdbscan_extract", "hdbscan_extract_host",
+              "linkage_host", "fof_1", "fof_1_longest", "fof_8", "hdbscan_extract", "hdbscan_extract_host",
               "hdbscan", "hdbscan_beyond_tree"):
         if k in res:
             print(f"  {k:<22s} {res[k]:8.4f} s")
@@ -163,6 +169,8 @@ def main():
     print(f"  linkage: {res['linkage_bytes_per_point_beyond_tree']:.1f} B/point beyond the "
           f"tree ({res['linkage_output_bytes_per_point']:.1f} of them the matrix); "
           f"equals host: {res.get('linkage_equals_host')}")
+    print(f"  fof_8: {res['fof_8_bytes_per_point']:.1f} B/point on the device "
+          f"(64 of them the (8, n) labels)")
     print(f"  dendrogram phases: {res['dendrogram_phases']}")
     print(f"  hdbscan extract phases: {res['hdbscan_extract_phases']}")
     print(f"  hdbscan extract: "
