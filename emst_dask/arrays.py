@@ -19,8 +19,13 @@ def is_device_array(a) -> bool:
 
 
 def jump_to_roots(xp, ptr):
-    """Pointer jumping in the forest ``ptr`` ((k,) int64 of ``xp``, roots
-    where ``ptr[x] == x``): every node's root, the depth halving each pass."""
+    """Every node's root in the forest ``ptr`` ((k,) int64 of ``xp``, roots
+    where ``ptr[x] == x``; left as it is): pointer jumping, the depth
+    halving each pass (on CuPy: one thread a node, path halving)."""
+    if xp is not np:
+        from .kernels.cuda.dendrogram import forest_roots
+
+        return forest_roots(ptr)
     while True:
         up = ptr[ptr]
         if bool((up == ptr).all()):

@@ -155,3 +155,25 @@ def test_cupy_many_runs_equals_host():
                   cupy.asarray(tree.weight), len(pts), 3000)
     np.testing.assert_array_equal(dev.stability, host.stability)
     np.testing.assert_array_equal(dev.labels.get(), host.labels)
+
+
+@pytest.mark.gpu
+def test_cupy_deep_chains_equal_host():
+    # 1-D points with growing gaps: every point's lightest edge is the one to
+    # its left, so Borůvka's first pick forest is one chain of n, and the
+    # one cluster's spine is n deep: the forests' roots must not degrade
+    cupy = pytest.importorskip("cupy")
+    from emst_dask.products.linkage import single_linkage
+
+    n = 300_000
+    perm = np.random.default_rng(3).permutation(n)
+    s, t = perm[:-1].copy(), perm[1:].copy()
+    w = 1.0 + np.arange(n - 1) * 1e-3
+    ds, dt, dw = cupy.asarray(s), cupy.asarray(t), cupy.asarray(w)
+    np.testing.assert_array_equal(single_linkage(ds, dt, dw, n).get(),
+                                  single_linkage(s, t, w, n))
+    host = extract(s, t, w, n, 10)
+    dev = extract(ds, dt, dw, n, 10)
+    dev.labels, dev.probabilities = dev.labels.get(), dev.probabilities.get()
+    dev.outlier_scores = dev.outlier_scores.get()
+    same(host, dev)

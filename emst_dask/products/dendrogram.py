@@ -44,7 +44,7 @@ def _components(xp, ptr):
     c = xp.arange(k, dtype=xp.int64)
     if xp is np:
         ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
-    else:  # one thread a node instead of a whole-array pass per halving
+    else:  # in-place passes, no (k,) temporaries per pass
         from ..kernels.cuda.dendrogram import pick_forest_roots
 
         ptr = pick_forest_roots(ptr)

@@ -4,10 +4,7 @@
 
 // The roots of Boruvka's pick forest: ptr[c] is the component at the other
 // end of c's lightest edge.  Mutual pairs (the only cycles, ranks being
-// distinct) are first broken at the smaller id, then every node finds its
-// root with path halving (concurrent halvings only ever point a node at
-// one of its ancestors) and writes it to root[c]: not to ptr[c], where a
-// late halving by another thread could overwrite it with an ancestor.
+// distinct) are first broken at the smaller id; then pointer jumping.
 extern "C" __global__ void pick_forest_break_pairs(long long* ptr, long long k) {
     for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < k;
          c += (long long)gridDim.x * blockDim.x) {
@@ -16,19 +13,20 @@ extern "C" __global__ void pick_forest_break_pairs(long long* ptr, long long k) 
     }
 }
 
-extern "C" __global__ void pick_forest_roots(long long* ptr, long long* root, long long k) {
+// One pass of pointer jumping in any forest (roots where ptr[c] == c), in
+// place: ptr[c] = ptr[ptr[c]].  A value read may already have jumped in this
+// pass, which only takes c further up; only thread c writes ptr[c].  Passes
+// repeat until none changes anything: log2(depth) + 1 of them, however deep
+// the forest (path halving by concurrent threads degrades on the
+// million-deep chains of a big cluster's spine).
+extern "C" __global__ void forest_jump(long long* ptr, long long k, int* changed) {
+    int any = 0;
     for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < k;
          c += (long long)gridDim.x * blockDim.x) {
-        long long cur = c, p;
-        for (;;) {
-            p = ptr[cur];
-            long long up = ptr[p];
-            if (up == p) break;
-            ptr[cur] = up;
-            cur = up;
-        }
-        root[c] = p;
+        long long p = ptr[c], up = ptr[p];
+        if (up != p) { ptr[c] = up; any = 1; }
     }
+    if (any) *changed = 1;
 }
 
 // Followers of one round: an edge above its component's pick joins the root

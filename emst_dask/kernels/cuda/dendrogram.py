@@ -1,5 +1,6 @@
 """CUDA kernels for steps of the parallel dendrogram (``products.dendrogram``)
-that are one thread per item here and many whole-array passes there."""
+that are one thread per item here and many whole-array passes there, and
+the roots of a forest (``arrays.jump_to_roots`` on CuPy arrays)."""
 from __future__ import annotations
 
 import functools
@@ -21,30 +22,54 @@ def _module():
 
 
 def pick_forest_roots(ptr):
-    """Every node's root in Borůvka's pick forest.
+    """Every node's root in Borůvka's pick forest, in place.
 
     Parameters
     ----------
     ptr : (k,) int64 cupy array, C-contiguous: ``ptr[c]`` the component
-        joined by c's pick (itself for none); mutual pairs allowed.  It is
-        overwritten (with pointers to ancestors).
+        joined by c's pick (itself for none); mutual pairs allowed.
 
     Returns
     -------
-    root : (k,) int64 cupy array, every node's root (a mutual pair's root
-        is its smaller id).
+    ptr, now every node's root (a mutual pair's root is its smaller id).
+    """
+    k = int(ptr.shape[0])
+    if k:
+        _module().get_function("pick_forest_break_pairs")(_grid(k), (_THREADS,),
+                                                          (ptr, np.int64(k)))
+    return _jump(ptr)
+
+
+def forest_roots(ptr):
+    """Every node's root in a forest.
+
+    Parameters
+    ----------
+    ptr : (k,) integer cupy array, every node's parent (roots: ``ptr[c] ==
+        c``); left as it is.
+
+    Returns
+    -------
+    root : (k,) int64 cupy array.
     """
     import cupy
 
+    return _jump(cupy.array(ptr, dtype=cupy.int64, order="C"))
+
+
+def _jump(ptr):
+    """Pointer jumping in place until every node points at its root."""
+    import cupy
+
     k = int(ptr.shape[0])
-    root = cupy.empty_like(ptr)
-    if k:
-        grid = _grid(k)
-        _module().get_function("pick_forest_break_pairs")(grid, (_THREADS,),
-                                                          (ptr, np.int64(k)))
-        _module().get_function("pick_forest_roots")(grid, (_THREADS,),
-                                                    (ptr, root, np.int64(k)))
-    return root
+    changed = cupy.zeros(1, cupy.int32)
+    while k:
+        changed.fill(0)
+        _module().get_function("forest_jump")(_grid(k), (_THREADS,),
+                                              (ptr, np.int64(k), changed))
+        if not int(changed.get()[0]):
+            break
+    return ptr
 
 
 def place_followers(key, owner, edge, target, m):
