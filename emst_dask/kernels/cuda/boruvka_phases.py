@@ -1,0 +1,286 @@
+"""The CUDA kernel set's Borůvka phases: the iteration state, labels,
+bounds, the searches, the components' minima, the merge and the edges (one
+launch or a few a phase; ``kernel_set`` binds them with the construction)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .records import _NO_KEY, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32
+
+
+class BoruvkaPhases:
+    """Borůvka phases of the CUDA kernel set (``cls._launch``, ``cls.xp``,
+    ``cls.to_host`` come from the kernel set)."""
+
+    # -- Boruvka ---------------------------------------------------------------
+    @classmethod
+    def init_boruvka(cls, bvh, core2, mrd):
+        """The iteration state; the labels live in ``bvh.P`` (each point its own).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        core2 : (n,) cupy array of the points' dtype
+            Squared core distances, tree order (not kept when ``mrd`` is False:
+            ``s.core2`` is then ``s.lower``; the Euclidean kernels do not read it).
+        mrd : bool
+            Mutual reachability: weights are ``max(core2_i, core2_j, d2)``.
+
+        Returns
+        -------
+        CudaBoruvkaState
+            ``lower`` zeros; ``best`` the infinite-radius key (``KEY_INIT``);
+            ``key2`` all ones for float64, else ``best`` itself; ``edges`` is
+            ``best`` (float32) or ``key2`` (float64); ``cand`` uninitialised;
+            ``it = 0``.
+        """
+        xp = cls.xp
+        n, dt = bvh.n, bvh.dtype
+        lower = xp.zeros(n, dt)
+        best = xp.full(n, KEY_INIT[dt], np.uint64)
+        key2 = xp.full(n, _NO_KEY, np.uint64) if dt == np.float64 else best
+        return CudaBoruvkaState(
+            mrd=bool(mrd), core2=core2 if mrd else lower, lower=lower,
+            cand=xp.empty(n, np.int32), best=best, key2=key2,
+            edges=best if dt == np.float32 else key2,
+            counter=xp.zeros(2, np.int32), count=xp.zeros(1, np.int32),
+            )
+
+    @classmethod
+    def reduce_labels(cls, bvh, s):
+        """Label every internal node with its leaves' common component, or -1 (``k_climb``).
+
+        The construction's bottom-up walk, one thread per leaf, CAS flags in
+        ``bvh.aux`` (reset to -1 first).  Nothing in the first iteration: all
+        points are singletons and ``k_build`` left every node at -1.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Writes the label field of the node records in ``bvh.nodes``.
+        """
+        if s.it == 0:
+            return  # all points singletons: every node is mixed (k_build set -1)
+        bvh.aux.fill(-1)
+        cls._launch(bvh, bvh.d, "k_climb", bvh.n,
+                    (bvh.delta, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
+
+    @classmethod
+    def compute_upper_bounds(cls, bvh, s):
+        """Upper bounds on each component's shortest outgoing edge (``k_bounds``).
+
+        One thread per point: an edge to the next tree position in another
+        component lowers both components' key in ``s.best`` (64-bit atomicMin of
+        the packed (weight, min input row) key; float64: the weight), and so does a
+        certified candidate that is still foreign; a candidate that has joined the
+        point's component is dropped.  Nothing in the first iteration (the search
+        starts from the Morton neighbours).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Lowers ``s.best``; sets ``s.cand[i] = -1`` for dropped candidates.
+        """
+        if s.it == 0:
+            return  # the first search starts from its Morton neighbours
+        cls._launch(bvh, bvh.d, "k_bounds", bvh.n,
+                    (bvh.P, bvh.orig, s.core2, s.cand, s.best, _i32(bvh.n)), s.mrd)
+
+    @classmethod
+    def find_component_outgoing_edges(cls, bvh, s):
+        """Each point's nearest point in another component: a pruned traversal a thread.
+
+        After the first iteration ``k_select`` compacts the points that must
+        search (no certified candidate, lower bound not above their component's
+        radius) into ``bvh.aux`` (``s.count`` of them), and ``k_search`` runs one
+        thread per listed point.  The first iteration is a plain nearest-other-point
+        query for every point.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Sets ``s.cand`` (int32 tree position of the certified nearest foreign
+            point, else -1), raises ``s.lower``, lowers ``s.best`` (not in the first
+            iteration); the work list's slots of ``bvh.aux`` are back at -1.
+        """
+        n = _i32(bvh.n)
+        first = s.it == 0
+        if not first:
+            # the points that must search, compacted into aux[] (at rest -1;
+            # the search puts every slot it reads back to -1)
+            s.count.fill(0)
+            cls._launch(bvh, bvh.d, "k_select", bvh.n,
+                        (bvh.P, s.cand, s.lower, s.best, bvh.aux, s.count, n))
+        cls._launch(bvh, bvh.d, "k_search", bvh.n,
+                    (bvh.P, bvh.nodes, bvh.orig, s.core2, s.lower, s.cand, s.best,
+                     n, bvh.aux, s.count), s.mrd, first)
+
+    @classmethod
+    def reduce_component_minima(cls, bvh, s):
+        """Each component's minimum outgoing edge, strict order (``k_ties``, ``k_winner``).
+
+        ``s.best`` already holds each component's least (weight, min input row)
+        key (float64: least weight).  ``k_ties`` raises every point's ``s.lower``
+        to its component's radius and, among the candidates matching that key,
+        takes the least source row (float32: atomicMin in ``bvh.aux``; float64: of
+        (min row, source row) in ``s.key2``); ``k_winner`` marks the winning point
+        ``i`` with ``bvh.aux[C] = ~i``.  Nothing in the first iteration (a
+        singleton's edge is its point's candidate).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        None
+            Sets ``bvh.aux[C]`` per component, raises ``s.lower``, fills ``s.key2``
+            (float64).
+        """
+        if s.it == 0:
+            return  # a singleton's shortest edge is its point's candidate
+        n = _i32(bvh.n)
+        cls._launch(bvh, bvh.d, "k_ties", bvh.n,
+                    (bvh.P, bvh.orig, s.core2, s.cand, s.best, s.lower, bvh.aux, s.key2, n),
+                    s.mrd)
+        cls._launch(bvh, bvh.d, "k_winner", bvh.n,
+                    (bvh.P, bvh.orig, s.cand, bvh.aux, s.key2, n))
+
+    @classmethod
+    def merge_components(cls, bvh, s):
+        """Hook every component along its chosen edge, find the roots, relabel the points.
+
+        ``k_merge_next`` packs each representative's edge (source and target tree
+        positions) into its ``s.edges`` slot and points ``bvh.aux[C]`` at the far
+        end's component; ``k_merge_roots`` makes the smaller representative of each
+        mutual pair a root and counts the other representatives' edges;
+        ``k_merge_jump`` (pointer jumping, ``JUMP_STEPS`` a launch, launched again
+        while a chain is unfinished) and ``k_relabel`` give every point its root.
+        ``s.counter`` (two int32) is read back after each ``k_merge_jump``.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        int
+            Tree edges found so far (also ``s.n_edges``).  ``s.it`` is incremented,
+            the labels in ``bvh.P`` are the new roots, and each root's ``s.best``
+            (and ``s.key2``) is back at the infinite key.
+        """
+        dt, d, n = bvh.dtype, bvh.d, _i32(bvh.n)
+        cls._launch(dt, d, "k_merge_next", bvh.n,
+                    (bvh.P, s.cand, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
+        cls._launch(dt, d, "k_merge_roots", bvh.n,
+                    (bvh.P, bvh.aux, s.best, s.key2, s.counter, n))
+        # counter = [edges so far, unfinished root search]
+        unfinished = s.counter[1:]
+        unfinished.fill(0)
+        cls._launch(dt, d, "k_merge_jump", bvh.n,
+                    (bvh.P, bvh.aux, n, _i32(JUMP_STEPS), unfinished))
+        # the loop condition: the one device-to-host read of an iteration
+        h = cls.to_host(s.counter)
+        while h[1]:  # only chains much longer than real data makes
+            unfinished.fill(0)
+            cls._launch(dt, d, "k_merge_jump", bvh.n,
+                        (bvh.P, bvh.aux, n, _i32(JUMP_STEPS), unfinished))
+            h = cls.to_host(s.counter)
+        cls._launch(dt, d, "k_relabel", bvh.n, (bvh.P, bvh.aux, n))
+        s.it += 1
+        s.n_edges = int(h[0])
+        return s.n_edges
+
+    @classmethod
+    def finalize_edges(cls, bvh, s):
+        """The tree's edges as input rows, their weights recomputed (``k_finalize``).
+
+        Reads the root's label (4 bytes), releases the tree and the search state
+        (``bvh.nodes``, ``bvh.delta``, ``bvh.aux``, ``s.lower``, ``s.cand`` and the
+        key arrays become None), then one thread per edge: every tree position but
+        the root's holds the edge that absorbed it.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState
+
+        Returns
+        -------
+        source, target : (n-1,) int64 cupy arrays
+            Input rows of each edge's ends (edges in tree-position order).
+        weight2 : (n-1,) cupy array of the points' dtype
+            Squared weights.
+
+        Raises
+        ------
+        RuntimeError
+            ``s.n_edges != n - 1``.
+        """
+        xp = cls.xp
+        n, d, dt = bvh.n, bvh.d, bvh.dtype
+        m = s.n_edges
+        if m != n - 1:
+            raise RuntimeError(f"finalize_edges: {m} edges for {n} points")
+        off = d * dt.itemsize
+        root = int(cls.to_host(bvh.P[off:off + 4].view(np.int32))[0])
+        # the tree and the search state are done with: give their memory back
+        # before the outputs are allocated (the peak stays the loop's)
+        bvh.nodes = bvh.delta = bvh.aux = None
+        s.lower = s.cand = None
+        if s.edges is not s.best:
+            s.best = None
+        src = xp.empty(m, np.int64)
+        dst = xp.empty(m, np.int64)
+        w2 = xp.empty(m, dt)
+        cls._launch(bvh, d, "k_finalize", m,
+                    (bvh.P, bvh.orig, s.core2, s.edges, _i32(root), _i32(n), src, dst, w2),
+                    s.mrd)
+        s.edges = s.best = s.key2 = None
+        return src, dst, w2
+
+    # -- extras (benchmarks) -----------------------------------------------------
+    @classmethod
+    def nearest_other_point(cls, bvh):
+        """The floor's query: every point's nearest other point (tree positions).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+
+        Returns
+        -------
+        cand : (n,) int32 cupy array
+            Tree position of each point's nearest other point (ties: the
+            smaller input row); -1 where a tie at the pruning distance left
+            it uncertified.
+        d2 : (n,) cupy array of the points' dtype
+            Squared distance to it (a lower bound where ``cand`` is -1).
+        """
+        xp = cls.xp
+        n = bvh.n
+        lower = xp.zeros(n, bvh.dtype)
+        cand = xp.empty(n, np.int32)
+        unused = xp.empty(1, np.uint64)  # the first search reads no radius
+        nolist = xp.zeros(1, np.int32)   # nor a work list
+        cls._launch(bvh, bvh.d, "k_search", n,
+                    (bvh.P, bvh.nodes, bvh.orig, lower, lower, cand, unused, _i32(n),
+                     nolist, nolist), False, True)
+        return cand, lower

@@ -1,0 +1,189 @@
+"""The CUDA kernel set's construction phases: bounds, Morton codes, the
+sort, the LBVH, and the core distances of mutual reachability (one launch a
+phase; ``kernel_set`` binds them with the Borůvka phases)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .backend import KNN_KMAX, record_sizes
+from .records import BOUNDS_THREADS, CudaBVH, _i32, _ordered_to_float
+
+
+class ConstructionPhases:
+    """Construction phases of the CUDA kernel set (``cls._launch``, ``cls.xp``
+    and ``cls._be`` come from the kernel set)."""
+
+    # -- construction --------------------------------------------------------
+    @classmethod
+    def bounds(cls, points):
+        """Per-axis (min, max) of the points (float64 (d,) host arrays) and
+        the smallest nonzero magnitude of any coordinate (float, +inf when
+        all are zero).
+
+        One grid-stride kernel with integer atomics on order-preserving
+        encodings, one device-to-host read.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 cupy array, input order, n >= 1
+
+        Returns
+        -------
+        lo, hi : (d,) float64 numpy arrays
+        smallest : float
+        """
+        xp = cls.xp
+        pts = xp.ascontiguousarray(points)
+        n, d = pts.shape
+        dt = pts.dtype
+        u = np.uint32 if dt == np.float32 else np.uint64
+        top = np.iinfo(u).max
+        out = xp.asarray(np.concatenate([np.full(d, top, u), np.zeros(d, u), [top]]).astype(u))
+        cls._launch(dt, d, "k_minmax", min(n, BOUNDS_THREADS), (pts, _i32(n), out))
+        raw = np.asarray(cls.to_host(out))
+        h = _ordered_to_float(raw[:2 * d], dt).astype(np.float64)
+        small = np.inf if raw[2 * d] == top else float(_ordered_to_float(raw[2 * d:], dt)[0])
+        return h[:d], h[d:], small
+
+    @classmethod
+    def morton_codes(cls, points, lo, scale, bits):
+        """64-bit Morton codes, one thread per point (``k_morton``).
+
+        Each coordinate is mapped by ``(x - lo) * scale`` in float64, truncated,
+        clamped to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
+        significant.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 cupy array, input order
+        lo : (d,) float64 host array
+            Lower corner of the cloud's box.
+        scale : (d,) float64 host array
+            ``2**bits / extent`` per axis (0 for an axis of zero extent).
+        bits : int
+            Bits per axis (the engine uses ``63 // d``).
+
+        Returns
+        -------
+        (n,) uint64 cupy array
+            Morton codes, input order.
+        """
+        xp = cls.xp
+        pts = xp.ascontiguousarray(points)
+        n, d = pts.shape
+        codes = xp.empty(n, np.uint64)
+        lo_d = xp.asarray(np.asarray(lo, np.float64))
+        sc_d = xp.asarray(np.asarray(scale, np.float64))
+        cls._launch(pts.dtype, d, "k_morton", n, (pts, _i32(n), lo_d, sc_d, _i32(bits), codes))
+        return codes
+
+    @classmethod
+    def sort_by_code(cls, codes):
+        """Stable permutation sorting the codes (``backend.argsort``: CuPy's, stable).
+
+        Equal codes keep input order, so a run of duplicate points is sorted by
+        input row (the search's duplicate pruning relies on it).
+
+        Parameters
+        ----------
+        codes : (n,) uint64 cupy array, input order
+
+        Returns
+        -------
+        (n,) int32 cupy array
+            ``perm`` with ``codes[perm]`` ascending.
+
+        Raises
+        ------
+        ValueError
+            n >= 2**31 - 1: the kernels index points with int32.
+        """
+        n = codes.shape[0]
+        if n >= 2**31 - 1:
+            raise ValueError("the CUDA backend indexes points with int32: n < 2**31 - 1")
+        # stable: a run of equal codes (duplicates) stays in input-row order,
+        # which the duplicate pruning of the search relies on
+        return cls._be.argsort(codes).astype(np.int32)
+
+    @classmethod
+    def build_bvh(cls, points, codes, perm, period=None):
+        """The LBVH: point records in tree order, then the tree bottom-up (``k_build``).
+
+        ``k_gather`` writes the point records (coordinates, label = own position),
+        ``k_delta`` the common-prefix length of each two neighbouring codes, and
+        ``k_build`` the node records bottom-up, one thread per leaf with CAS flags
+        in ``aux`` (Apetrei 2014), every node labelled -1 (mixed).  For n < 2 only
+        the gather runs.
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 cupy array, input order
+        codes : (n,) uint64 cupy array
+            The Morton codes sorted ascending (``codes[perm]``).
+        perm : (n,) int32 cupy array
+            From ``sort_by_code`` (another integer dtype is converted).
+        period : (d,) float64 numpy array, optional
+            Box lengths of a periodic box (every coordinate in [0, L)): the
+            searches on this tree run the periodic modules' kernels.
+
+        Returns
+        -------
+        CudaBVH
+            ``orig`` is ``perm``; ``aux`` is all -1.
+        """
+        xp = cls.xp
+        pts = xp.ascontiguousarray(points)
+        n, d = pts.shape
+        dt = pts.dtype
+        ps, ns = record_sizes(dt, d)
+        orig = perm if perm.dtype == np.int32 else perm.astype(np.int32)
+        P = xp.empty(n * ps, np.uint8)
+        cls._launch(dt, d, "k_gather", n, (pts, orig, _i32(n), P))
+        m = max(n - 1, 0)
+        delta = xp.empty(max(m, 1), np.uint8)
+        nodes = xp.empty(max(m, 1) * ns, np.uint8)
+        aux = xp.full(n, -1, np.int32)  # CAS flags now, Boruvka scratch later
+        if n >= 2:
+            cls._launch(dt, d, "k_delta", m, (codes, _i32(n), delta))
+            cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
+        period = None if period is None else np.asarray(period, np.float64)
+        return CudaBVH(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux, n=n, d=d,
+                       dtype=dt, pt_bytes=ps, node_bytes=ns, period=period)
+
+    # -- mutual reachability ---------------------------------------------------
+    @classmethod
+    def compute_core_distances(cls, bvh, min_samples):
+        """Squared core distances: one k-NN query a thread, only the k-th distance kept.
+
+        With ``k = min_samples - 1`` other points: ``k_knn_reg`` (the list in
+        registers, for k up to ``KNN_KMAX[-1]``), else ``k_knn`` with (n * k,)
+        global scratch.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        min_samples : int
+            k_pts of HDBSCAN*, counting the point itself (at most n).
+
+        Returns
+        -------
+        (n,) cupy array of the points' dtype
+            Squared distance to the ``(min_samples - 1)``-th nearest other point,
+            tree order; zeros when ``min_samples < 2`` or n < 2.
+        """
+        xp = cls.xp
+        n, d, dt = bvh.n, bvh.d, bvh.dtype
+        k = int(min_samples) - 1  # k_pts counts the point itself
+        core2 = xp.empty(n, dt)
+        if k < 1 or n < 2:
+            core2.fill(0)
+            return core2
+        kmax = next((km for km in KNN_KMAX if k <= km), 0)
+        if kmax:
+            cls._launch(bvh, d, "k_knn_reg", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2),
+                        kmax)
+        else:
+            scratch = xp.empty(n * k, dt)
+            cls._launch(bvh, d, "k_knn", n,
+                        (bvh.P, bvh.nodes, _i32(n), _i32(k), core2, scratch), 0)
+        return core2

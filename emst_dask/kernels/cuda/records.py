@@ -1,0 +1,87 @@
+"""The CUDA kernel set's records: the tree and the Borůvka state on the
+device, and the constants their launches share (``kernel_set`` says how the
+phases map to kernels)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: best[] initial value per dtype: an infinite radius (float: and the largest key)
+KEY_INIT = {np.dtype(np.float32): np.uint64(0x7F800000FFFFFFFF),
+            np.dtype(np.float64): np.uint64(0x7FF0000000000000)}
+_NO_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _i32(v):
+    return np.int32(v)
+
+
+#: pointer-jumping steps of one k_merge_jump launch (each step doubles a
+#: jump while the threads run together; unfinished chains get another launch)
+JUMP_STEPS = 64
+#: threads of the grid-stride bounding-box kernel (about two waves on an H100)
+BOUNDS_THREADS = 1 << 19
+
+
+def _ordered_to_float(u: np.ndarray, dtype) -> np.ndarray:
+    """Invert the kernels' order-preserving float -> unsigned map."""
+    dt = np.dtype(dtype)
+    ut = np.uint32 if dt == np.float32 else np.uint64
+    u = u.astype(ut)
+    top = ut(1) << ut(8 * dt.itemsize - 1)
+    b = np.where(u & top, u ^ top, ~u).astype(ut)
+    return b.view(dt)
+
+
+@dataclass(eq=False)
+class CudaBVH:
+    """The LBVH on the device (tree order; see ``boruvka.cu`` for the records).
+
+    P : (n * pt_bytes,) uint8 point records (coordinates and component
+    label).  nodes : ((n-1) * node_bytes,) uint8 node records (box, children).
+    delta : (n-1,) uint8 common-prefix lengths of neighbouring codes.
+    orig : (n,) int32 input row of each position.  aux : (n,) int32 scratch
+    (construction flags, then the Borůvka work lists).  period : (d,)
+    float64 box lengths of a periodic box (scaled with the points; the
+    kernels of the periodic modules run), or None.
+    """
+
+    P: Any
+    nodes: Any
+    delta: Any
+    orig: Any
+    aux: Any
+    n: int
+    d: int
+    dtype: np.dtype
+    pt_bytes: int
+    node_bytes: int
+    period: Any = None
+
+
+@dataclass(eq=False)
+class CudaBoruvkaState:
+    """Borůvka iteration state on the device (arrays (n,)).
+
+    core2 : squared core distances (tree order; ``lower`` when not mrd).
+    lower : per point, a lower bound on its distance to anything foreign.
+    cand : int32 best foreign candidate.  best : uint64 packed (weight,
+    position) keys per component, which also hold the finished edges for
+    float32; key2 : the same for float64 ties (``best`` itself for float32).
+    counter : int32 [edges so far, unfinished root searches]; count : int32
+    the work list's length.  it : iteration; n_edges : edges so far.
+    """
+
+    mrd: bool
+    core2: Any
+    lower: Any
+    cand: Any
+    best: Any
+    key2: Any
+    edges: Any
+    counter: Any
+    count: Any
+    it: int = 0
+    n_edges: int = 0
