@@ -5,11 +5,9 @@ import numpy as np
 
 
 def to_host(a):
-    """A numpy array of ``a`` (numpy as it is, cupy copied to the host;
-    None stays None)."""
-    if a is None or isinstance(a, np.ndarray):
-        return a
-    return a.get()  # cupy
+    """``a`` on the host: a cupy array copied to a numpy one; anything else
+    (numpy, None, a list) as it is."""
+    return a.get() if is_device_array(a) else a
 
 
 def is_device_array(a) -> bool:

@@ -7,6 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from ...arrays import to_host
 from ...errors import InputError
 
 #: the cluster selection methods (scikit-learn's and hdbscan's names)
@@ -73,7 +74,7 @@ def check_edges(source, target, weight, n):
         was computed in).
     """
     _check_count(n)
-    return _checked(np, *(_host(a) for a in (source, target, weight)), int(n))
+    return _checked(np, *(np.asarray(to_host(a)) for a in (source, target, weight)), int(n))
 
 
 def check_device_edges(source, target, weight, n):
@@ -114,9 +115,3 @@ def _checked(xp, s, t, w, n):
         if not bool(xp.isfinite(w).all()) or not bool(w.min() >= 0):
             raise InputError("edge weights must be finite and >= 0")
     return s, t, w
-
-
-def _host(a):
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):  # cupy
-        a = a.get()
-    return np.asarray(a)

@@ -29,7 +29,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from ...arrays import jump_to_roots, scatter_add, scatter_max, scatter_min
+from ...arrays import jump_to_roots, scatter_add, scatter_max, scatter_min, to_host
 from ...engine.boruvka import Timers
 from ..dendrogram import dendrogram
 from ..order import sorted_edges
@@ -369,7 +369,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
         timers = Timers(sync=(lambda: None) if xp is np else xp.cuda.Device().synchronize)
     got = level_set_clusters(xp, s, t, w, n, min_cluster_size, timers)
     timers.start()
-    host = {k: _to_host(got[k]) for k in ("parent", "birth_lambda", "size", "min_row",
+    host = {k: to_host(got[k]) for k in ("parent", "birth_lambda", "size", "min_row",
                                            "death", "spine")}
     number = host_numbers(host["parent"], host["min_row"], host["spine"])
     K = number.shape[0]
@@ -391,7 +391,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     rows_c = xp.concatenate([pcl, xp.asarray(cparent[1:])])
     rows_lam = xp.concatenate([lam, xp.asarray(birth[1:])])
     rows_w = xp.concatenate([xp.ones(n, xp.int64), xp.asarray(size[1:])])
-    stability = _to_host(_stabilities(xp, rows_c, rows_lam, rows_w, xp.asarray(birth), K))
+    stability = to_host(_stabilities(xp, rows_c, rows_lam, rows_w, xp.asarray(birth), K))
     del rows_c, rows_lam, rows_w
     timers.stop("stabilities")
     table = ClusterTable(cparent, birth, death, size, stability)
@@ -426,17 +426,13 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
                       xp.where(plain, (safe_mx - xp.where(finite, lam, 0.0)) / safe_mx, 1.0))
     del mx, finite, plain, safe_mx
 
-    sizes = _to_host(xp.bincount(labels[labels >= 0], minlength=k_sel.shape[0]))
+    sizes = to_host(xp.bincount(labels[labels >= 0], minlength=k_sel.shape[0]))
     lam_max = max(float(lam.max()), float(birth.max()) if K else 0.0)
     persistence = persistence_of_sizes(sizes, selected, eom_stab, lam_max, n)
     condensed = DeviceCondensed(xp, cparent, birth, size, pcl, lam, n)
     timers.stop("points")
     return HDBSCANResult(labels, prob, scores, condensed, stability, persistence, selected,
                          dict(timers.seconds))
-
-
-def _to_host(a):
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 class DeviceCondensed:
@@ -457,9 +453,9 @@ class DeviceCondensed:
             out["child"][:K - 1] = np.arange(1, K) + n
             out["lambda_val"][:K - 1] = birth[1:]
             out["child_size"][:K - 1] = size[1:]
-            out["parent"][K - 1:] = _to_host(pcl) + n
+            out["parent"][K - 1:] = to_host(pcl) + n
             out["child"][K - 1:] = np.arange(n)
-            out["lambda_val"][K - 1:] = _to_host(lam)
+            out["lambda_val"][K - 1:] = to_host(lam)
             out["child_size"][K - 1:] = 1
             self._array = out
             self._parts = None
