@@ -313,6 +313,36 @@ def test_worker_killed_in_batch(client, cluster, slow_snap, tmp_path, caplog):
     assert f"its worker {killed} left the cluster; submitting it again (1)" in caplog.text
 
 
+def test_batch_job_gives_up_after_allowed_failures(client, cluster, slow_snap, tmp_path):
+    """With distributed.scheduler.allowed-failures = 0 the first death of a
+    job's worker ends that job with a WorkerLost naming it, the worker and the
+    setting; the other job of the batch still writes its exact store."""
+    import dask
+
+    path, pts, ref = slow_snap
+    _two_workers(client, cluster, "w-give-up")
+    client.run(_slow_reports, 0.3, 0)
+    outs = [tmp_path / f"g{i}.zarr" for i in range(2)]
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        res, killed = _kill_while_running(
+            client, lambda: emst_dask.emst_many([path] * 2, outs, client=client,
+                                                errors="return", names=["g0", "g1"]),
+            "emst-boruvka", settle=0.6, join=240)
+    client.run(_slow_reports, 0, 0)
+    assert "error" not in res, res.get("error")
+    lost = [r for r in res["result"] if isinstance(r, WorkerLost)]
+    done = [(r, o) for r, o in zip(res["result"], outs) if not isinstance(r, WorkerLost)]
+    assert len(lost) == 1 and len(done) == 1, res["result"]
+    text = str(lost[0])
+    assert "allowed-failures = 0" in text and killed in text, text
+    assert "was not written" in text
+    name = "g0" if "'g0'" in text else "g1"
+    assert _store_state(tmp_path / f"{name}.zarr") == "absent"
+    assert_same_tree(open_edges(done[0][0]), pts, reference=ref)
+    assert _store_state(done[0][1]) == "complete"
+    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+
+
 def test_last_worker_killed_clear_error(client, cluster, slow_snap, tmp_path):
     path, pts, _ = slow_snap
     # slow while writing: the kill lands with the store half-written
