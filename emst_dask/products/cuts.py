@@ -11,9 +11,10 @@ lengths are processed in increasing order, each adding its bucket to an
 incremental union-find whose roots are the smallest rows, then a parallel
 pass over the points writes the labels.  Device (CuPy): the same order of
 lengths with a lock-free union-find kernel (``kernels.cuda.union_find``)
-whose links remember the length they were made at, each length one pass
-over the edges that hooks those in its range, then one pass over the points
-for all the lengths together.  ``fof_labels_xp`` is a whole-array formulation (any array
+whose links remember the length they were made at: one pass over the edges
+gives each its first length (a byte), each length then hooks the edges of
+its byte (a scan of the bytes), and one pass over the points reads the
+groups of all the lengths together.  ``fof_labels_xp`` is a whole-array formulation (any array
 module; the tests run it with numpy).
 """
 from __future__ import annotations
