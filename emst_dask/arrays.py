@@ -19,7 +19,8 @@ def is_device_array(a) -> bool:
 def jump_to_roots(xp, ptr):
     """Every node's root in the forest ``ptr`` ((k,) int64 of ``xp``, roots
     where ``ptr[x] == x``; left as it is): pointer jumping, the depth
-    halving each pass (on CuPy: one thread a node, path halving)."""
+    halving each pass (on CuPy: in-place passes over a copy, one thread a
+    node)."""
     if xp is not np:
         from .kernels.cuda.dendrogram import forest_roots
 

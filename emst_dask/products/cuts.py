@@ -14,8 +14,8 @@ lengths with a lock-free union-find kernel (``kernels.cuda.union_find``)
 whose links remember the length they were made at: one pass over the edges
 gives each its first length (a byte), each length then hooks the edges of
 its byte (a scan of the bytes), and one pass over the points reads the
-groups of all the lengths together.  ``fof_labels_xp`` is a whole-array formulation (any array
-module; the tests run it with numpy).
+groups of all the lengths together.  ``fof_labels_xp`` is a whole-array
+formulation (any array module; the tests run it with numpy).
 """
 from __future__ import annotations
 

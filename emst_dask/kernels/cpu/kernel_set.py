@@ -56,8 +56,8 @@ class CpuBVH:
     right child, first and last leaf.  box : (n-1, 2d) float node boxes (lo
     then hi).  min_orig : (n-1,) int32/int64 smallest input row below a node
     (duplicate pruning).  span : (n-1, 2) int32/int64 leaf range (compact
-    copy of ``nodes[:, 2:4]``).  dims :
-    a tuple of d zeros (the kernels are compiled per d).  knn_j : (n, k)
+    copy of ``nodes[:, 2:4]``).  dims : a tuple of d zeros (the kernels are
+    compiled per d).  knn_j : (n, k)
     int32/int64 neighbour lists (tree positions, nearest first) and
     knn_bound : (n,) the k-th squared distance, once computed.
     period : (d,) box lengths of a periodic box in the points' dtype (scaled

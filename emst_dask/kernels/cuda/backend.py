@@ -36,6 +36,13 @@ _SOURCE_FILES = ("boruvka.cu",)
 PERIOD_KEY = "__period__"
 
 
+def grid_stride_blocks(count: int) -> tuple:
+    """The grid of a grid-stride launch over ``count`` items, ``THREADS`` a
+    block: enough blocks for one item a thread, at most 32 per SM."""
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    return (max(1, min(-(-count // THREADS), 32 * sms)),)
+
+
 @functools.cache
 def source(periodic: bool = False) -> str:
     """The CUDA C++ source of all kernels (``periodic``: with ``EMST_PERIODIC``)."""

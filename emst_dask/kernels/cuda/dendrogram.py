@@ -8,9 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .union_find import _grid
-
-_THREADS = 256
+from .backend import THREADS, grid_stride_blocks
 
 
 @functools.cache
@@ -35,7 +33,7 @@ def pick_forest_roots(ptr):
     """
     k = int(ptr.shape[0])
     if k:
-        _module().get_function("pick_forest_break_pairs")(_grid(k), (_THREADS,),
+        _module().get_function("pick_forest_break_pairs")(grid_stride_blocks(k), (THREADS,),
                                                           (ptr, np.int64(k)))
     return _jump(ptr)
 
@@ -65,7 +63,7 @@ def _jump(ptr):
     changed = cupy.zeros(1, cupy.int32)
     while k:
         changed.fill(0)
-        _module().get_function("forest_jump")(_grid(k), (_THREADS,),
+        _module().get_function("forest_jump")(grid_stride_blocks(k), (THREADS,),
                                               (ptr, np.int64(k), changed))
         if not int(changed.get()[0]):
             break
@@ -86,7 +84,7 @@ def place_followers(key, owner, edge, target, m):
     f = int(edge.shape[0])
     if f:
         _module().get_function("place_followers")(
-            _grid(f), (_THREADS,),
+            grid_stride_blocks(f), (THREADS,),
             (edge, target, np.int64(f), key, owner, np.int64(m)))
 
 
@@ -106,7 +104,7 @@ def lightest_edges(k, cs, ct, rank, m):
     count = int(cs.shape[0])
     if count:
         _module().get_function("lightest_edges")(
-            _grid(count), (_THREADS,), (cs, ct, rank, best, np.int64(count)))
+            grid_stride_blocks(count), (THREADS,), (cs, ct, rank, best, np.int64(count)))
     return best
 
 
@@ -128,7 +126,7 @@ def picks(k, cs, ct, rank, best):
     ptr = cupy.arange(k, dtype=cupy.int64)
     if count:
         _module().get_function("picks")(
-            _grid(count), (_THREADS,),
+            grid_stride_blocks(count), (THREADS,),
             (cs, ct, rank, best, flag, side, ptr, np.int64(count)))
     return cupy.flatnonzero(flag), side, ptr
 
@@ -142,6 +140,6 @@ def chain_keys(key, items, comp, best, cid, side):
     alpha = cupy.empty(count, cupy.int64)
     if count:
         _module().get_function("chain_keys")(
-            _grid(count), (_THREADS,),
+            grid_stride_blocks(count), (THREADS,),
             (items, comp, best, cid, side, key, alpha, np.int64(count)))
     return alpha

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-_THREADS = 256
+from .backend import THREADS, grid_stride_blocks
+
 # Levels are one byte of a node and 255 marks a root: at most 254 cuts are
 # read from one set of links; more are done in batches.
 MAX_LEVELS = 254
@@ -37,13 +38,6 @@ def _kernel(name, weight=None):
     return _module().get_function(name)
 
 
-def _grid(count: int) -> tuple:
-    import cupy
-
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    return (max(1, min(-(-count // _THREADS), 32 * sms)),)
-
-
 def fof_cuts(source, target, weight, n: int, cuts, rows, out):
     """Write the groups at increasing linking lengths into ``out``.
 
@@ -62,27 +56,27 @@ def fof_cuts(source, target, weight, n: int, cuts, rows, out):
 
     m = int(source.shape[0])
     nodes = cupy.empty(n, cupy.uint64)
-    _kernel("uf_init")(_grid(n), (_THREADS,), (nodes, np.int64(n)))
+    _kernel("uf_init")(grid_stride_blocks(n), (THREADS,), (nodes, np.int64(n)))
     levels = cupy.empty(m, cupy.uint8) if cuts.shape[0] > 1 else None
     below = -np.inf
     for start in range(0, cuts.shape[0], MAX_LEVELS):
         batch = cuts[start:start + MAX_LEVELS]
         if start:
-            _kernel("uf_flatten")(_grid(n), (_THREADS,), (nodes, np.int64(n)))
+            _kernel("uf_flatten")(grid_stride_blocks(n), (THREADS,), (nodes, np.int64(n)))
         if m and levels is None:
             _kernel("uf_hook_range", weight)(
-                _grid(m), (_THREADS,),
+                grid_stride_blocks(m), (THREADS,),
                 (source, target, weight, np.float64(below), np.float64(batch[0]),
                  np.uint32(1), nodes, np.int64(m)))
         elif m:
             _kernel("uf_edge_levels", weight)(
-                _grid(m), (_THREADS,),
+                grid_stride_blocks(m), (THREADS,),
                 (weight, cupy.asarray(batch), np.int32(batch.shape[0]), levels,
                  np.int64(m)))
             # (an edge an earlier batch hooked is hooked again at level 1: a
             # no-op, its endpoints share a root)
             for level in range(1, batch.shape[0] + 1):
-                _kernel("uf_hook_level")(_grid(m), (_THREADS,),
+                _kernel("uf_hook_level")(grid_stride_blocks(m), (THREADS,),
                                          (source, target, levels, np.uint32(level),
                                           nodes, np.int64(m)))
         _read_groups(nodes, n, batch.shape[0], rows[start:start + MAX_LEVELS], out)
@@ -98,11 +92,11 @@ def _read_groups(nodes, n, k, rows, out):
     words = -(-n // 32)
     bits = cupy.empty((k, words), cupy.uint32)
     ranks = cupy.empty((k, words), cupy.int64)
-    _kernel("uf_root_bits")(_grid(32 * words), (_THREADS,),
+    _kernel("uf_root_bits")(grid_stride_blocks(32 * words), (THREADS,),
                             (nodes, np.int32(k), bits, ranks, np.int64(n),
                              np.int64(words)))
     cupy.cumsum(ranks, axis=1, out=ranks)
-    _kernel("uf_labels")(_grid(n), (_THREADS,),
+    _kernel("uf_labels")(grid_stride_blocks(n), (THREADS,),
                          (nodes, np.int32(k), bits, ranks,
                           cupy.asarray(np.ascontiguousarray(rows, np.int64)), out,
                           np.int64(n), np.int64(words)))
