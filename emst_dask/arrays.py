@@ -17,10 +17,10 @@ def is_device_array(a) -> bool:
 
 
 def jump_to_roots(xp, ptr):
-    """Every node's root in the forest ``ptr`` ((k,) int64 of ``xp``, roots
-    where ``ptr[x] == x``; left as it is): pointer jumping, the depth
-    halving each pass (on CuPy: in-place passes over a copy, one thread a
-    node)."""
+    """Every node's root in the forest ``ptr`` ((k,) int32 or int64 of
+    ``xp``, roots where ``ptr[x] == x``; left as it is), of ``ptr``'s dtype:
+    pointer jumping, the depth halving each pass (on CuPy: in-place passes
+    over a copy, one thread a node)."""
     if xp is not np:
         from .kernels.cuda.dendrogram import forest_roots
 

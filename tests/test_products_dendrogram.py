@@ -89,3 +89,26 @@ def test_edges_that_do_not_span_are_refused():
         parallel_linkage(s, t, np.arange(4.0), 5)
     with pytest.raises(InputError, match="do not connect"):
         parallel_linkage(np.array([0, 1, 1]), np.array([1, 0, 2]), np.ones(3), 4)
+
+
+@pytest.mark.parametrize("shape", ["recursive", "path", "binary"])
+def test_index_types_agree(shape):
+    # int32 indices (below 2**31 items) and the int64 fallback: one answer
+    from emst_dask.products.dendrogram import dendrogram, index_dtype
+    from emst_dask.products.order import sorted_edges
+
+    assert index_dtype(10, 11) == np.int32 and index_dtype(2**30, 2**30 + 1) == np.int64
+    rng = np.random.default_rng(7)
+    for n in (2, 3, 17, 500):
+        s, t = random_tree(rng, n, shape)
+        w = rng.integers(0, 4, n - 1).astype(np.float64)
+        _, s, t, w = check_edges(s, t, w, n)
+        o = sorted_edges(np, s, t, w)
+        c32, z32 = dendrogram(np, s[o], t[o], n)
+        c64, z64 = dendrogram(np, s[o], t[o], n, index_type=np.int64)
+        assert c32.dtype == z32.dtype == np.int32 and c64.dtype == z64.dtype == np.int64
+        np.testing.assert_array_equal(c32, c64)
+        np.testing.assert_array_equal(z32, z64)
+        Z = single_linkage(s, t, w, n)
+        np.testing.assert_array_equal(c64, Z[:, :2])
+        np.testing.assert_array_equal(z64, Z[:, 3])

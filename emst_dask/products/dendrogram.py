@@ -21,7 +21,13 @@ Sorted by rank, the items of one chain are consecutive dendrogram nodes,
 each the parent of the one below, the top one a child of alpha.  So a sort
 by (chain, rank) gives every node its parent, and the cluster sizes are
 prefix sums along the chains, taken round by round (a chain's total is
-known once the chains of its items' own children are).
+known once the chains of its items' own children are).  A point is alone on
+its chain (the chains of round 1 hold one point each, and followers only
+join chains of later rounds), so with the edges listed in rank order a
+stable sort by chain alone is the sort by (chain, rank).
+
+Every index array is int32 while the 2m + n keys and items fit
+(``index_dtype``), which halves the bytes each pass moves on the device.
 
 The result equals Kruskal's union-find on the same order (``linkage.py``),
 which the tests check, with scipy as the oracle of both.
@@ -32,16 +38,23 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..arrays import jump_to_roots, scatter_add, scatter_min
+from ..arrays import jump_to_roots, scatter_add
 from ..engine.boruvka import Timers
 from ..errors import InputError
 
 
+def index_dtype(m, n):
+    """int32 while the chain keys (up to 2m) and the m + n items fit in it,
+    else int64."""
+    return np.int32 if max(2 * m + 1, m + n) < 2**31 else np.int64
+
+
 def _components(xp, ptr):
     """Roots of the pointer forest ``ptr`` (mutual pairs resolved to the
-    smaller id): (new id of every node's root, number of roots)."""
+    smaller id): (new id of every node's root, number of roots), in the
+    dtype of ``ptr``."""
     k = ptr.shape[0]
-    c = xp.arange(k, dtype=xp.int64)
+    c = xp.arange(k, dtype=ptr.dtype)
     if xp is np:
         ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
     else:  # in-place passes, no (k,) temporaries per pass
@@ -49,25 +62,25 @@ def _components(xp, ptr):
 
         ptr = pick_forest_roots(ptr)
     roots = ptr == c
-    new_id = xp.cumsum(roots, dtype=xp.int64) - 1
+    new_id = xp.cumsum(roots, dtype=ptr.dtype) - 1
     return new_id[ptr], int(new_id[-1]) + 1
 
 
 def _lightest(xp, k, cs, ct, rank, m):
-    """(k,) int64: every component's lightest edge (its lowest rank; m for
-    none) among the edges (cs, ct) between components."""
+    """(k,) of rank's dtype: every component's lightest edge (its lowest
+    rank; m for none) among the edges (cs, ct) between components."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import lightest_edges
 
         return lightest_edges(k, cs, ct, rank, m)
-    best = xp.full(k, m, xp.int64)
-    scatter_min(xp, best, cs, rank)
-    scatter_min(xp, best, ct, rank)
+    best = xp.full(k, m, rank.dtype)
+    xp.minimum.at(best, cs, rank)
+    xp.minimum.at(best, ct, rank)
     return best
 
 
 def _picks(xp, k, cs, ct, rank, best):
-    """The round's picked edges: (their positions, (k,) side of every
+    """The round's picked edges: (their positions, (k,) int8 side of every
     component on its pick (0 source, 1 target), (k,) the component at the
     pick's other end)."""
     if xp is not np:
@@ -77,10 +90,10 @@ def _picks(xp, k, cs, ct, rank, best):
     by_s, by_t = best[cs] == rank, best[ct] == rank
     es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
     picked = xp.flatnonzero(by_s | by_t)
-    side = xp.empty(k, xp.int64)
+    side = xp.empty(k, xp.int8)
     side[cs[es]] = 0
     side[ct[et]] = 1
-    ptr = xp.arange(k, dtype=xp.int64)
+    ptr = xp.arange(k, dtype=rank.dtype)
     ptr[cs[es]] = ct[es]
     ptr[ct[et]] = cs[et]
     return picked, side, ptr
@@ -88,32 +101,33 @@ def _picks(xp, k, cs, ct, rank, best):
 
 def _chain_keys(xp, key, items, item_comp, best, cid, side):
     """key[items] = the chain of each item's component's pick on its side;
-    returns alpha, (len(items),) int64 the pick of each item's component."""
+    returns alpha, (len(items),) the pick of each item's component."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import chain_keys
 
         return chain_keys(key, items, item_comp, best, cid, side)
     alpha = best[item_comp]
-    key[items] = 2 * cid[alpha] + side[item_comp]
+    key[items] = 2 * cid[alpha] + side[item_comp]  # int8 side: stays key's dtype
     return alpha
 
 
-def boruvka_chains(xp, s, t, n):
+def boruvka_chains(xp, s, t, n, it=np.int64):
     """Chain keys of the dendrogram's nodes, from Borůvka rounds on the tree.
 
     Parameters
     ----------
     xp : numpy or cupy.
-    s, t : (m,) int64 arrays of ``xp``, the endpoints of the m = n - 1 edges
-        in the strict order (rank = position).
+    s, t : (m,) integer arrays of ``xp``, the endpoints of the m = n - 1
+        edges in the strict order (rank = position).
     n : int >= 1.
+    it : the index dtype (``index_dtype``) of the arrays made.
 
     Returns
     -------
-    key : (m + n,) int64, the chain of every item (edges 0 .. m-1, then
+    key : (m + n,) ``it``, the chain of every item (edges 0 .. m-1, then
         points m .. m+n-1): ``2 * cid[alpha] + side``, or ``2 * m`` for the
         root chain.
-    owner : (m,) int64, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
+    owner : (m,) ``it``, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
         name (``c`` numbers the edges round by round, in the order they were
         picked, so the chains of later rounds sort after those of earlier ones).
     round_ends : list of int, ``c`` at the end of every round.
@@ -124,16 +138,16 @@ def boruvka_chains(xp, s, t, n):
         The edges do not connect the n points (or close a cycle).
     """
     m = s.shape[0]
-    key = xp.empty(m + n, xp.int64)
+    key = xp.empty(m + n, it)
     followers = []  # per round: (edges above their component's pick, the pick)
-    cid = xp.empty(m, xp.int64)
+    cid = xp.empty(m, it)
     round_ends = []
-    rank = xp.arange(m, dtype=xp.int64)
-    cs, ct = s, t
+    rank = xp.arange(m, dtype=it)
+    cs, ct = s.astype(it), t.astype(it)
     k = n
-    items = xp.arange(m, m + n, dtype=xp.int64)  # the points, in round 1
-    item_rank = xp.full(n, -1, xp.int64)
-    item_comp = xp.arange(n, dtype=xp.int64)
+    items = xp.arange(m, m + n, dtype=it)  # the points, in round 1
+    item_rank = xp.full(n, -1, it)
+    item_comp = xp.arange(n, dtype=it)
     picked_so_far = 0
     while k > 1:
         if rank.shape[0] == 0:
@@ -146,7 +160,7 @@ def boruvka_chains(xp, s, t, n):
                              "components have no edge out")
         picked, side, ptr = _picks(xp, k, cs, ct, rank, best)
         prank = rank[picked]
-        cid[prank] = picked_so_far + xp.arange(prank.shape[0], dtype=xp.int64)
+        cid[prank] = xp.arange(picked_so_far, picked_so_far + prank.shape[0], dtype=it)
         picked_so_far += int(prank.shape[0])
         round_ends.append(picked_so_far)
 
@@ -167,8 +181,8 @@ def boruvka_chains(xp, s, t, n):
         if bool((cs == ct).any()):
             raise InputError(f"the edges do not connect the {n} points: some close a cycle")
     key[items] = 2 * m  # the last picks (or the one point): the root chain
-    owner = xp.empty(m, xp.int64)  # the edge whose chain a key names (inverse of cid)
-    owner[cid] = xp.arange(m, dtype=xp.int64)
+    owner = xp.empty(m, it)  # the edge whose chain a key names (inverse of cid)
+    owner[cid] = xp.arange(m, dtype=it)
     for edge, target in reversed(followers):
         # An edge above its component's pick joins the root path above the
         # pick, at its own rank: the first chain up from the pick's whose
@@ -187,46 +201,50 @@ def boruvka_chains(xp, s, t, n):
     return key, owner, round_ends
 
 
-def dendrogram(xp, s, t, n, timers=None):
+def dendrogram(xp, s, t, n, timers=None, index_type=None):
     """Children and sizes of Kruskal's merges, in parallel.
 
     Parameters
     ----------
     xp : numpy or cupy.
-    s, t : (m,) int64 arrays of ``xp``, the m = n - 1 edges of a spanning tree
-        in the strict order.
+    s, t : (m,) integer arrays of ``xp``, the m = n - 1 edges of a spanning
+        tree in the strict order.
     n : int >= 1.
     timers : ``engine.boruvka.Timers``, optional
         Adds the seconds of the phases (``dendrogram_rounds``, ``_chains``,
         ``_children``, ``_sizes``).
+    index_type : numpy integer dtype, optional
+        The index dtype of the work and the result (default
+        ``index_dtype(m, n)``: int32 below 2**31 items).
 
     Returns
     -------
-    children : (m, 2) int64, the two clusters merged by each edge (ids < n are
-        points, n + j the cluster of edge j), the smaller first.
-    size : (m,) int64, the points in the cluster each edge forms.
+    children : (m, 2) of the index dtype, the two clusters merged by each
+        edge (ids < n are points, n + j the cluster of edge j), the smaller
+        first.
+    size : (m,) of the index dtype, the points in the cluster each edge
+        forms.
     """
     m = s.shape[0]
+    it = np.dtype(index_type or index_dtype(m, n)).type
     timers = timers or Timers(enabled=False)
     timers.start()
-    key, edge_of, round_ends = boruvka_chains(xp, s, t, n)
+    key, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
     timers.stop("dendrogram_rounds")
     if m == 0:
-        return xp.zeros((0, 2), xp.int64), xp.zeros(0, xp.int64)
-    # items in chain order: by key, then rank (points have rank -1)
-    ids = xp.arange(m + n, dtype=xp.int64)
-    item_rank = xp.where(ids < m, ids, -1)
-    if 2 * m * (m + 2) < 2**63 - 1:  # one radix sort of (key, rank) packed
-        order = xp.argsort(key * (m + 2) + (item_rank + 1))
-    else:  # beyond about 2**31 edges the pair does not fit 64 bits
-        order = xp.lexsort(xp.stack([item_rank, key]))
+        return xp.zeros((0, 2), it), xp.zeros(0, it)
+    # items in chain order: edges come in rank order and a point is alone on
+    # its chain, so a stable sort by chain is the sort by (chain, rank)
+    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+    order = order.astype(it, copy=False)
     skey = key[order]
+    del key
     last = xp.ones(m + n, bool)
     last[:-1] = skey[1:] != skey[:-1]
-    node = xp.where(order < m, n + order, order - m)  # linkage ids of the items
+    node = xp.where(order < m, order + n, order - m)  # linkage ids of the items
     timers.stop("dendrogram_chains")
 
-    children = xp.full((m, 2), -1, xp.int64)
+    children = xp.full((m, 2), -1, it)
     tops = xp.flatnonzero(last & (skey < 2 * m))
     children[edge_of[skey[tops] >> 1], skey[tops] & 1] = node[tops]
     below = xp.flatnonzero(~last)
@@ -240,17 +258,17 @@ def dendrogram(xp, s, t, n, timers=None):
     timers.stop("dendrogram_children")
 
     # sizes: prefix sums along the chains, round by round
-    weight = xp.zeros(m, xp.int64)  # an edge's chains' totals = its side sizes
-    size = xp.empty(m, xp.int64)
+    weight = xp.zeros(m, it)  # an edge's chains' totals = its side sizes
+    size = xp.empty(m, it)  # a round's chains hold disjoint points: sums < n
     bounds = [2 * e for e in [0] + round_ends] + [2 * m + 1]
-    cut = xp.searchsorted(skey, xp.asarray(bounds, dtype=xp.int64)).tolist()
+    cut = xp.searchsorted(skey, xp.asarray(bounds, dtype=it)).tolist()
     for lo, hi in pairwise(cut):
         if hi == lo:
             continue
         x = order[lo:hi]
         is_edge = x < m
-        w = xp.where(is_edge, weight[xp.where(is_edge, x, 0)], 1)
-        total = xp.cumsum(w)
+        w = xp.where(is_edge, weight[xp.where(is_edge, x, 0)], it(1))
+        total = xp.cumsum(w, dtype=it)
         first = xp.ones(hi - lo, bool)
         first[1:] = last[lo:hi - 1]
         start = xp.flatnonzero(first)

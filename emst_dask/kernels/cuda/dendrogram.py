@@ -1,6 +1,11 @@
 """CUDA kernels for steps of the parallel dendrogram (``products.dendrogram``)
 that are one thread per item here and many whole-array passes there, and
-the roots of a forest (``arrays.jump_to_roots`` on CuPy arrays)."""
+the roots of a forest (``arrays.jump_to_roots`` on CuPy arrays).
+
+Every kernel is a template over the index type: int32 arrays while the
+items fit (``products.dendrogram.index_dtype``), int64 beyond; all the
+index arrays of one call share it.
+"""
 from __future__ import annotations
 
 import functools
@@ -10,13 +15,25 @@ import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
 
+_KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
+            "picks", "chain_keys")
+_CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+
 
 @functools.cache
 def _module():
     import cupy
 
     code = Path(__file__).with_name("dendrogram.cu").read_text()
-    return cupy.RawModule(code=code, options=("-std=c++14",))
+    names = tuple(f"{k}<{t}>" for k in _KERNELS for t in _CTYPES.values())
+    return cupy.RawModule(code=code, options=("-std=c++14",), name_expressions=names)
+
+
+def _launch(name, index, count, args):
+    """``name<index's C type>`` over ``count`` items, grid-stride."""
+    if count:
+        _module().get_function(f"{name}<{_CTYPES[np.dtype(index.dtype)]}>")(
+            grid_stride_blocks(count), (THREADS,), args)
 
 
 def pick_forest_roots(ptr):
@@ -24,17 +41,15 @@ def pick_forest_roots(ptr):
 
     Parameters
     ----------
-    ptr : (k,) int64 cupy array, C-contiguous: ``ptr[c]`` the component
-        joined by c's pick (itself for none); mutual pairs allowed.
+    ptr : (k,) int32 or int64 cupy array, C-contiguous: ``ptr[c]`` the
+        component joined by c's pick (itself for none); mutual pairs allowed.
 
     Returns
     -------
     ptr, now every node's root (a mutual pair's root is its smaller id).
     """
     k = int(ptr.shape[0])
-    if k:
-        _module().get_function("pick_forest_break_pairs")(grid_stride_blocks(k), (THREADS,),
-                                                          (ptr, np.int64(k)))
+    _launch("pick_forest_break_pairs", ptr, k, (ptr, np.int64(k)))
     return _jump(ptr)
 
 
@@ -48,11 +63,12 @@ def forest_roots(ptr):
 
     Returns
     -------
-    root : (k,) int64 cupy array.
+    root : (k,) cupy array, int32 for an int32 ``ptr``, else int64.
     """
     import cupy
 
-    return _jump(cupy.array(ptr, dtype=cupy.int64, order="C"))
+    dtype = cupy.int32 if ptr.dtype == cupy.int32 else cupy.int64
+    return _jump(cupy.array(ptr, dtype=dtype, order="C"))
 
 
 def _jump(ptr):
@@ -63,8 +79,7 @@ def _jump(ptr):
     changed = cupy.zeros(1, cupy.int32)
     while k:
         changed.fill(0)
-        _module().get_function("forest_jump")(grid_stride_blocks(k), (THREADS,),
-                                              (ptr, np.int64(k), changed))
+        _launch("forest_jump", ptr, k, (ptr, np.int64(k), changed))
         if not int(changed.get()[0]):
             break
     return ptr
@@ -75,36 +90,33 @@ def place_followers(key, owner, edge, target, m):
 
     Parameters
     ----------
-    key : (m + n,) int64 cupy array, the chain keys.
-    owner : (m,) int64 cupy array, the edge each chain key names.
-    edge, target : (f,) int64 cupy arrays, the round's followers (edges above
-        their component's pick) and their component's pick.
+    key : (m + n,) cupy array of the index type, the chain keys.
+    owner : (m,) same type, the edge each chain key names.
+    edge, target : (f,) same type, the round's followers (edges above their
+        component's pick) and their component's pick.
     m : int, the number of edges.
     """
     f = int(edge.shape[0])
-    if f:
-        _module().get_function("place_followers")(
-            grid_stride_blocks(f), (THREADS,),
-            (edge, target, np.int64(f), key, owner, np.int64(m)))
+    _launch("place_followers", key, f, (edge, target, np.int64(f), key, owner, np.int64(m)))
 
 
 def lightest_edges(k, cs, ct, rank, m):
-    """(k,) int64 cupy: every component's lowest edge rank (m for none).
+    """(k,) cupy array of the index type: every component's lowest edge rank
+    (m for none).
 
     Parameters
     ----------
     k : int, the number of components.
-    cs, ct : (e,) int64 cupy arrays, the components at each edge's ends.
-    rank : (e,) int64 cupy array, the edges' ranks (>= 0, < m).
+    cs, ct : (e,) int32 or int64 cupy arrays, the components at each edge's
+        ends.
+    rank : (e,) same type, the edges' ranks (>= 0, < m).
     m : int, the sentinel for no edge.
     """
     import cupy
 
-    best = cupy.full(k, m, cupy.int64)
+    best = cupy.full(k, m, rank.dtype)
     count = int(cs.shape[0])
-    if count:
-        _module().get_function("lightest_edges")(
-            grid_stride_blocks(count), (THREADS,), (cs, ct, rank, best, np.int64(count)))
+    _launch("lightest_edges", rank, count, (cs, ct, rank, best, np.int64(count)))
     return best
 
 
@@ -114,32 +126,28 @@ def picks(k, cs, ct, rank, best):
     Returns
     -------
     picked : (p,) int64 cupy, positions of the edges some component picked.
-    side : (k,) int64 cupy, 0 where a component is its pick's source, 1 where
+    side : (k,) int8 cupy, 0 where a component is its pick's source, 1 where
         it is the target.
-    ptr : (k,) int64 cupy, the component at the other end of each pick.
+    ptr : (k,) cupy of the index type, the component at the other end of
+        each pick.
     """
     import cupy
 
     count = int(cs.shape[0])
     flag = cupy.empty(count, cupy.uint8)
-    side = cupy.empty(k, cupy.int64)
-    ptr = cupy.arange(k, dtype=cupy.int64)
-    if count:
-        _module().get_function("picks")(
-            grid_stride_blocks(count), (THREADS,),
-            (cs, ct, rank, best, flag, side, ptr, np.int64(count)))
+    side = cupy.empty(k, cupy.int8)
+    ptr = cupy.arange(k, dtype=rank.dtype)
+    _launch("picks", rank, count, (cs, ct, rank, best, flag, side, ptr, np.int64(count)))
     return cupy.flatnonzero(flag), side, ptr
 
 
 def chain_keys(key, items, comp, best, cid, side):
-    """``key[items] = 2 * cid[best[comp]] + side[comp]``; returns (i,) int64
-    cupy ``best[comp]``, the pick of every item's component."""
+    """``key[items] = 2 * cid[best[comp]] + side[comp]``; returns (i,) cupy
+    (the index type) ``best[comp]``, the pick of every item's component."""
     import cupy
 
     count = int(items.shape[0])
-    alpha = cupy.empty(count, cupy.int64)
-    if count:
-        _module().get_function("chain_keys")(
-            grid_stride_blocks(count), (THREADS,),
-            (items, comp, best, cid, side, key, alpha, np.int64(count)))
+    alpha = cupy.empty(count, key.dtype)
+    _launch("chain_keys", key, count, (items, comp, best, cid, side, key, alpha,
+                                       np.int64(count)))
     return alpha
