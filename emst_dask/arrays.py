@@ -35,9 +35,10 @@ def jump_to_roots(xp, ptr):
 def scatter_min(xp, a, idx, values):
     """``a[idx] = min(a[idx], values)`` with repeated indices, in place.
 
-    ``a`` and ``values`` are int64 or float64 arrays of ``xp`` (numpy or
-    cupy), all >= 0: they are compared as their uint64 bit patterns (the same
-    order for such numbers, and what CuPy's atomic minimum takes)."""
+    ``a`` and ``values`` are int32, int64 or float64 arrays of ``xp`` (numpy
+    or cupy) of one dtype, all >= 0: they are compared as their unsigned bit
+    patterns (the same order for such numbers, and what CuPy's atomic
+    minimum takes)."""
     _scatter(xp, "minimum", a, idx, values)
 
 
@@ -57,7 +58,8 @@ def scatter_add(xp, a, idx, values):
 
 
 def _scatter(xp, op, a, idx, values):
-    a, values = a.view(xp.uint64), values.view(xp.uint64)
+    bits = xp.uint32 if a.dtype.itemsize == 4 else xp.uint64
+    a, values = a.view(bits), xp.asarray(values, dtype=a.dtype).view(bits)
     if hasattr(getattr(xp, op), "at"):
         getattr(xp, op).at(a, idx, values)
     else:  # CuPy < 13

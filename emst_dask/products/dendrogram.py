@@ -239,29 +239,58 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None):
     order = order.astype(it, copy=False)
     skey = key[order]
     del key
-    last = xp.ones(m + n, bool)
-    last[:-1] = skey[1:] != skey[:-1]
-    node = xp.where(order < m, order + n, order - m)  # linkage ids of the items
     timers.stop("dendrogram_chains")
+    children = _children(xp, skey, order, edge_of, m, n)
+    timers.stop("dendrogram_children")
+    size = _sizes(xp, skey, order, edge_of, round_ends, m)
+    timers.stop("dendrogram_sizes")
+    return children, size
 
-    children = xp.full((m, 2), -1, it)
+
+def _chain_ends(xp, skey):
+    """(len,) bool: the items last on their chain."""
+    last = xp.ones(skey.shape[0], bool)
+    last[:-1] = skey[1:] != skey[:-1]
+    return last
+
+
+def _children(xp, skey, order, edge_of, m, n):
+    """(m, 2) of the index dtype: every edge's two clusters, the smaller
+    first.  A chain's last item hangs under the edge the chain names, on
+    its key's side; any other item under the next item of its chain."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import chain_children
+
+        return chain_children(skey, order, edge_of, m, n)
+    last = _chain_ends(xp, skey)
+    node = xp.where(order < m, order + n, order - m)  # linkage ids of the items
+    children = xp.full((m, 2), -1, skey.dtype)
     tops = xp.flatnonzero(last & (skey < 2 * m))
     children[edge_of[skey[tops] >> 1], skey[tops] & 1] = node[tops]
     below = xp.flatnonzero(~last)
     up = order[below + 1]  # the next item of the chain: an edge
     slot = xp.where(children[up, 0] == -1, 0, 1)
     children[up, slot] = node[below]
-    del up, slot, below, tops
     first, second = children[:, 0], children[:, 1]
-    children = xp.stack([xp.minimum(first, second), xp.maximum(first, second)], axis=1)
-    del first, second
-    timers.stop("dendrogram_children")
+    return xp.stack([xp.minimum(first, second), xp.maximum(first, second)], axis=1)
 
-    # sizes: prefix sums along the chains, round by round
+
+def _sizes(xp, skey, order, edge_of, round_ends, m):
+    """(m,) of the index dtype: the points in the cluster of every edge,
+    prefix sums along the chains, round by round (a chain's total is final
+    once the chains of the rounds before are summed)."""
+    it = skey.dtype.type
     weight = xp.zeros(m, it)  # an edge's chains' totals = its side sizes
     size = xp.empty(m, it)  # a round's chains hold disjoint points: sums < n
     bounds = [2 * e for e in [0] + round_ends] + [2 * m + 1]
     cut = xp.searchsorted(skey, xp.asarray(bounds, dtype=it)).tolist()
+    if xp is not np and it is np.int32:  # a few fused passes a round
+        from ..kernels.cuda.dendrogram import chain_sizes
+
+        for lo, hi in pairwise(cut):
+            chain_sizes(skey, order, edge_of, weight, size, lo, hi, m)
+        return size
+    last = _chain_ends(xp, skey)
     for lo, hi in pairwise(cut):
         if hi == lo:
             continue
@@ -277,5 +306,4 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None):
         size[x[is_edge]] = within[is_edge]
         ends = xp.flatnonzero(last[lo:hi] & (skey[lo:hi] < 2 * m))
         scatter_add(xp, weight, edge_of[skey[lo:hi][ends] >> 1], within[ends])
-    timers.stop("dendrogram_sizes")
-    return children, size
+    return size

@@ -105,3 +105,97 @@ __global__ void chain_keys(const I* __restrict__ items, const I* __restrict__ co
         key[items[i]] = 2 * cid[a] + side[c];
     }
 }
+
+// ---------------------------------------------------------------------------
+// Children and sizes from the items in chain order: skey[i] the chain of the
+// i-th item, order[i] the item (edges < m, then points); an item's linkage
+// id is n + edge or the point's row.  children is (m, 2) row-major.
+// ---------------------------------------------------------------------------
+template <typename I>
+__device__ __forceinline__ I linkage_id(I x, long long m, long long n) {
+    return x < m ? (I)(x + n) : (I)(x - m);
+}
+
+// A chain's last item is a child of the edge the chain names, on the side
+// the key says.
+template <typename I>
+__global__ void chain_tops(const I* __restrict__ skey, const I* __restrict__ order,
+                           const I* __restrict__ owner, I* children, long long count,
+                           long long m, long long n) {
+    GRID_STRIDE(i, count) {
+        I k = skey[i];
+        bool last = i + 1 == count || skey[i + 1] != k;
+        if (last && k < 2 * m) children[2 * (long long)owner[k >> 1] + (k & 1)] =
+            linkage_id(order[i], m, n);
+    }
+}
+
+// Any other item is a child of the next item of its chain (an edge), in the
+// slot a chain top left free; then each edge's pair is ordered.  After
+// chain_tops: an edge has at most one child below it in its own chain.
+template <typename I>
+__global__ void chain_below(const I* __restrict__ skey, const I* __restrict__ order,
+                            I* children, long long count, long long m, long long n) {
+    GRID_STRIDE(i, count) {
+        if (i + 1 < count && skey[i + 1] == skey[i]) {
+            long long up = order[i + 1];
+            int slot = children[2 * up] == -1 ? 0 : 1;
+            children[2 * up + slot] = linkage_id(order[i], m, n);
+        }
+    }
+}
+
+template <typename I>
+__global__ void order_pairs(I* children, long long m) {
+    GRID_STRIDE(e, m) {
+        I a = children[2 * e], b = children[2 * e + 1];
+        if (a > b) { children[2 * e] = b; children[2 * e + 1] = a; }
+    }
+}
+
+// Sizes, one round's chains [lo, hi): every item weighs its points (an
+// edge: the totals of the chains below it, already final; a point: 1);
+// terms[i - lo] = (chain starts here) << 32 | weight, whose inclusive scan
+// is (chain number << 32 | running total).
+template <typename I>
+__global__ void size_terms(const I* __restrict__ skey, const I* __restrict__ order,
+                           const I* __restrict__ weight, long long lo, long long hi,
+                           long long m, u64* __restrict__ terms) {
+    GRID_STRIDE(j, hi - lo) {
+        long long i = lo + j;
+        I x = order[i];
+        u64 w = x < m ? (u64)weight[x] : 1ULL;
+        bool first = j == 0 || skey[i - 1] != skey[i];
+        terms[j] = ((u64)first << 32) | w;
+    }
+}
+
+// base[c - 1] = the running total before chain c starts.
+template <typename I>
+__global__ void chain_bases(const I* __restrict__ skey, const u64* __restrict__ scan,
+                            long long lo, long long hi, u64* __restrict__ base) {
+    GRID_STRIDE(j, hi - lo) {
+        long long i = lo + j;
+        if (j == 0 || skey[i - 1] != skey[i])
+            base[(scan[j] >> 32) - 1] = j ? (scan[j - 1] & 0xffffffffULL) : 0ULL;
+    }
+}
+
+// An edge's cluster holds the points up to it along its chain; a chain's
+// total goes to the edge the chain names (an item of a later round).
+template <typename I>
+__global__ void chain_sizes(const I* __restrict__ skey, const I* __restrict__ order,
+                            const I* __restrict__ owner, const u64* __restrict__ scan,
+                            const u64* __restrict__ base, long long lo, long long hi,
+                            long long m, I* size, I* weight) {
+    typedef typename Unsigned<I>::type U;
+    GRID_STRIDE(j, hi - lo) {
+        long long i = lo + j;
+        u64 s = scan[j];
+        I within = (I)((s & 0xffffffffULL) - base[(s >> 32) - 1]);
+        I x = order[i], k = skey[i];
+        if (x < m) size[x] = within;
+        bool last = i + 1 == hi || skey[i + 1] != k;
+        if (last && k < 2 * m) atomicAdd((U*)&weight[owner[k >> 1]], (U)within);
+    }
+}

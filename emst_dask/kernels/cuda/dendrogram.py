@@ -16,7 +16,8 @@ import numpy as np
 from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
-            "picks", "chain_keys")
+            "picks", "chain_keys", "chain_tops", "chain_below", "order_pairs", "size_terms",
+            "chain_bases", "chain_sizes")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
 
@@ -151,3 +152,66 @@ def chain_keys(key, items, comp, best, cid, side):
     _launch("chain_keys", key, count, (items, comp, best, cid, side, key, alpha,
                                        np.int64(count)))
     return alpha
+
+
+def chain_children(skey, order, owner, m, n):
+    """The two clusters every edge merges, from the items in chain order.
+
+    Parameters
+    ----------
+    skey : (m + n,) int32 or int64 cupy array, the items' chain keys, sorted.
+    order : (m + n,) same type, the items in that order (edges < m, then
+        points m + row).
+    owner : (m,) same type, the edge each chain key names.
+    m, n : int, the numbers of edges and points.
+
+    Returns
+    -------
+    children : (m, 2) cupy array of the index type, linkage ids (points'
+        rows, n + edge), the smaller first.
+    """
+    import cupy
+
+    count = int(skey.shape[0])
+    children = cupy.full((m, 2), -1, skey.dtype)
+    args = (np.int64(count), np.int64(m), np.int64(n))
+    _launch("chain_tops", skey, count, (skey, order, owner, children) + args)
+    _launch("chain_below", skey, count, (skey, order, children) + args)
+    _launch("order_pairs", skey, m, (children, np.int64(m)))
+    return children
+
+
+def chain_sizes(skey, order, owner, weight, size, lo, hi, m):
+    """One round's sizes: prefix sums along its chains ``[lo, hi)`` of the
+    sorted items, in place.
+
+    Parameters
+    ----------
+    skey, order : (m + n,) int32 cupy arrays (see ``chain_children``).
+    owner : (m,) int32, the edge each chain key names.
+    weight : (m,) int32, every edge's points below it off its own chain
+        (the totals of the chains it names, from earlier rounds); this
+        round's chain totals are added to their edges.
+    size : (m,) int32, receives the cluster size of every edge of the round.
+    lo, hi : int, the round's items in the sorted order.
+    m : int, the number of edges.
+
+    Notes
+    -----
+    A running total is 32 bits: the chains of one round hold disjoint
+    points, so it stays below n < 2**31 (int32 indices only).
+    """
+    import cupy
+
+    count = hi - lo
+    if count <= 0:
+        return
+    terms = cupy.empty(count, cupy.uint64)
+    _launch("size_terms", skey, count, (skey, order, weight, np.int64(lo), np.int64(hi),
+                                        np.int64(m), terms))
+    scan = cupy.cumsum(terms)
+    del terms
+    base = cupy.empty(int(scan[-1] >> 32), cupy.uint64)
+    _launch("chain_bases", skey, count, (skey, scan, np.int64(lo), np.int64(hi), base))
+    _launch("chain_sizes", skey, count, (skey, order, owner, scan, base, np.int64(lo),
+                                         np.int64(hi), np.int64(m), size, weight))

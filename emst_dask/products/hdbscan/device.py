@@ -69,11 +69,12 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     order = sorted_edges(xp, s, t, w)
     timers.stop("strict_order")
     children, size = dendrogram(xp, s[order], t[order], n, timers)
+    it = children.dtype  # the dendrogram's index dtype: int32 below 2**31 nodes
     timers.start()
     N, R = 2 * n - 1, 2 * n - 2
-    node = xp.arange(N, dtype=xp.int64)
-    parent = xp.full(N, -1, xp.int64)
-    merge = xp.arange(n, N, dtype=xp.int64)
+    node = xp.arange(N, dtype=it)
+    parent = xp.full(N, -1, it)
+    merge = xp.arange(n, N, dtype=it)
     parent[children[:, 0]] = merge
     parent[children[:, 1]] = merge
     del children, merge
@@ -81,20 +82,20 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     height[:n] = -1.0  # a point is never part of its parent's merge
     height[n:] = w[order]
     del order
-    count = xp.empty(N, xp.int64)
+    count = xp.empty(N, it)
     count[:n] = 1
     count[n:] = size
     del size
 
     # 2. the level sets: every node to the top of its run of equal heights
-    inner = xp.arange(n, R, dtype=xp.int64)
+    inner = xp.arange(n, R, dtype=it)
     same = inner[height[parent[inner]] == height[inner]]
     up = node.copy()
     up[same] = parent[same]
     del inner, same
     top = jump_to_roots(xp, up)
     level = node == top  # the nodes of the level-set hierarchy (points too)
-    mparent = xp.full(N, -1, xp.int64)
+    mparent = xp.full(N, -1, it)
     mparent[:R] = top[parent[:R]]
     del parent, top, up
     timers.stop("level_sets")
@@ -103,8 +104,8 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     big = level & (count >= min_cluster_size)
     big[R] = False
     big_ids = xp.flatnonzero(big)
-    n_big = xp.zeros(N, xp.int64)
-    scatter_add(xp, n_big, mparent[big_ids], xp.ones(big_ids.shape[0], xp.int64))
+    n_big = xp.zeros(N, it)
+    scatter_add(xp, n_big, mparent[big_ids], xp.ones(big_ids.shape[0], it))
     birth = xp.zeros(N, bool)
     birth[big_ids] = n_big[mparent[big_ids]] >= 2
     birth[R] = True
@@ -122,39 +123,40 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     point_lambda = _lam(xp, height[leave_at])
 
     holders = xp.flatnonzero(big | (node == R))
-    where = xp.full(N, -1, xp.int64)
+    where = xp.full(N, -1, it)
     h = holders.shape[0]
-    where[holders] = xp.arange(h, dtype=xp.int64)
+    where[holders] = xp.arange(h, dtype=it)
     above = where[xp.maximum(mparent[holders], 0)]  # holders' parents hold too
     is_root = holders == R
-    to = xp.where(birth[holders], xp.arange(h, dtype=xp.int64), above)
+    to = xp.where(birth[holders], xp.arange(h, dtype=it), above)
     holder_birth = holders[jump_to_roots(xp, to)]  # the nearest birth at or above
     # the big nodes of each cluster's spine: the depths of the nodes the
     # clusters are born at follow on the host (``host_numbers``)
-    spine = xp.zeros(N, xp.int64)
-    scatter_add(xp, spine, holder_birth, xp.ones(h, xp.int64))
+    spine = xp.zeros(N, it)
+    scatter_add(xp, spine, holder_birth, xp.ones(h, it))
     del to, above, is_root
 
     births = xp.flatnonzero(birth)  # by node id: a birth's parent comes later
     B = int(births.shape[0])
-    index = xp.full(N, -1, xp.int64)
-    index[births] = xp.arange(B, dtype=xp.int64)
+    index = xp.full(N, -1, it)
+    index[births] = xp.arange(B, dtype=it)
     point_cluster = index[holder_birth[where[leave_at]]]
     del leave_at
-    b_parent = xp.full(B, -1, xp.int64)
+    b_parent = xp.full(B, -1, it)
     b_lambda = xp.zeros(B, xp.float64)
     if B > 1:
         above = mparent[births[:-1]]
         b_parent[:-1] = index[holder_birth[where[above]]]
         b_lambda[:-1] = _lam(xp, height[above])
-    min_row = xp.full(B, n, xp.int64)
-    scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=xp.int64))
+    min_row = xp.full(B, n, it)
+    scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=it))
     death = xp.zeros(B, xp.float64)
     scatter_max(xp, death, point_cluster, point_lambda)
     timers.stop("runt_pruning")
-    return dict(point_cluster=point_cluster, point_lambda=point_lambda, parent=b_parent,
-                birth_lambda=b_lambda, size=count[births], min_row=min_row, death=death,
-                spine=spine[births])
+    i64 = functools.partial(xp.asarray, dtype=xp.int64)
+    return dict(point_cluster=i64(point_cluster), point_lambda=point_lambda,
+                parent=i64(b_parent), birth_lambda=b_lambda, size=i64(count[births]),
+                min_row=i64(min_row), death=death, spine=i64(spine[births]))
 
 
 @njit(cache=True)
