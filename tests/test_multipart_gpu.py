@@ -56,7 +56,7 @@ def test_ties_and_duplicates(gpu_client):
 
 
 def test_strict_edge_order_on_the_device():
-    """The packed-key order (two radix sorts) equals the three-key lexsort,
+    """The device order (three stable 32-bit radix sorts) equals the three-key lexsort,
     ties in weight and in the smaller endpoint included."""
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")

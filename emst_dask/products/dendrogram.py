@@ -146,7 +146,7 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
     cs, ct = s.astype(it), t.astype(it)
     k = n
     items = xp.arange(m, m + n, dtype=it)  # the points, in round 1
-    item_rank = xp.full(n, -1, it)
+    item_rank = None  # the points of round 1 are below every pick
     item_comp = xp.arange(n, dtype=it)
     picked_so_far = 0
     while k > 1:
@@ -166,9 +166,11 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
 
         # every item to its chain; those above their pick are put right later
         alpha = _chain_keys(xp, key, items, item_comp, best, cid, side)
-        above = xp.flatnonzero(item_rank > alpha)
-        followers.append((items[above], alpha[above]))
-        del alpha, above, side, best
+        if item_rank is not None:
+            above = xp.flatnonzero(item_rank > alpha)
+            followers.append((items[above], alpha[above]))
+            del above
+        del alpha, side, best
         new_comp, k = _components(xp, ptr)
 
         items, item_rank = prank, prank

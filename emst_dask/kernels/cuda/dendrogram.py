@@ -122,7 +122,8 @@ def lightest_edges(k, cs, ct, rank, m):
 
 
 def picks(k, cs, ct, rank, best):
-    """The picked edges of a round (as ``products.dendrogram._picks``).
+    """The picked edges of a round (as ``products.dendrogram._picks``);
+    every one of the k components must have a pick.
 
     Returns
     -------
@@ -136,8 +137,10 @@ def picks(k, cs, ct, rank, best):
 
     count = int(cs.shape[0])
     flag = cupy.empty(count, cupy.uint8)
+    # every component has a pick (the caller checked), so the kernel writes
+    # every side and pointer
     side = cupy.empty(k, cupy.int8)
-    ptr = cupy.arange(k, dtype=rank.dtype)
+    ptr = cupy.empty(k, rank.dtype)
     _launch("picks", rank, count, (cs, ct, rank, best, flag, side, ptr, np.int64(count)))
     return cupy.flatnonzero(flag), side, ptr
 
