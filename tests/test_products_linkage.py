@@ -216,3 +216,22 @@ def test_cupy_input_is_computed_on_the_device(seed):
     np.testing.assert_array_equal(Zd.get(), Z)
     gpu_tree = emst(cupy.asarray(pts), backend="cuda")
     np.testing.assert_array_equal(gpu_tree.linkage().get(), Z)
+
+
+@pytest.mark.gpu
+def test_cupy_trees_that_do_not_span_are_refused():
+    # the device rounds' own checks: a cycle (two components) and a point
+    # with no edge, on n - 1 edges; random trees of every shape still pass
+    cupy = pytest.importorskip("cupy")
+    cases = [([0, 1, 2, 3], [1, 2, 0, 4], 5), ([0, 1, 1], [1, 0, 2], 4)]
+    for s, t, n in cases:
+        with pytest.raises(InputError, match="do not connect"):
+            single_linkage(cupy.asarray(s), cupy.asarray(t), cupy.arange(len(s), dtype=float), n)
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 50, 20_000):
+        child = np.arange(1, n)
+        parent = rng.integers(0, child)
+        w = rng.integers(0, 5, n - 1).astype(np.float32)
+        Z = single_linkage(parent, child, w, n)
+        Zd = single_linkage(cupy.asarray(parent), cupy.asarray(child), cupy.asarray(w), n)
+        np.testing.assert_array_equal(Zd.get(), Z)

@@ -80,13 +80,15 @@ def _lightest(xp, k, cs, ct, rank, m):
 
 
 def _picks(xp, k, cs, ct, rank, best):
-    """The round's picked edges: (their positions, (k,) int8 side of every
-    component on its pick (0 source, 1 target), (k,) the component at the
-    pick's other end)."""
+    """The round's picked edges: (``sel``, (k,) int8 side of every component
+    on its pick (0 source, 1 target), (k,) the component at the pick's other
+    end).  ``sel`` says which edges were picked: their positions (numpy), or
+    the running count of picks, an inclusive scan over the edges (CuPy)."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import picks
 
-        return picks(k, cs, ct, rank, best)
+        flag, side, ptr = picks(k, cs, ct, rank, best)
+        return xp.cumsum(flag, dtype=rank.dtype), side, ptr
     by_s, by_t = best[cs] == rank, best[ct] == rank
     es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
     picked = xp.flatnonzero(by_s | by_t)
@@ -97,6 +99,34 @@ def _picks(xp, k, cs, ct, rank, best):
     ptr[cs[es]] = ct[es]
     ptr[ct[et]] = cs[et]
     return picked, side, ptr
+
+
+def _take_picks(xp, sel, rank, cid, so_far):
+    """The picks' ranks, in edge order, and their chain numbers: ``cid[r] =
+    so_far + i`` for the i-th picked rank r."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import take_picks
+
+        return take_picks(sel, rank, cid, so_far)
+    prank = rank[sel]
+    cid[prank] = xp.arange(so_far, so_far + prank.shape[0], dtype=rank.dtype)
+    return prank
+
+
+def _split(xp, sel, rank, cs, ct, new_comp):
+    """After the merge: (the picks' new components, the other edges' ranks
+    and new end components, whether one of those joins a component to
+    itself)."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import split_edges
+
+        return split_edges(sel, rank, cs, ct, new_comp)
+    item_comp = new_comp[cs[sel]]
+    rest = xp.ones(rank.shape[0], bool)
+    rest[sel] = False
+    rest = xp.flatnonzero(rest)
+    cs, ct = new_comp[cs[rest]], new_comp[ct[rest]]
+    return item_comp, rank[rest], cs, ct, bool((cs == ct).any())
 
 
 def _chain_keys(xp, key, items, item_comp, best, cid, side):
@@ -158,9 +188,8 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         if lonely:
             raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
                              "components have no edge out")
-        picked, side, ptr = _picks(xp, k, cs, ct, rank, best)
-        prank = rank[picked]
-        cid[prank] = xp.arange(picked_so_far, picked_so_far + prank.shape[0], dtype=it)
+        sel, side, ptr = _picks(xp, k, cs, ct, rank, best)
+        prank = _take_picks(xp, sel, rank, cid, picked_so_far)
         picked_so_far += int(prank.shape[0])
         round_ends.append(picked_so_far)
 
@@ -174,13 +203,9 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         new_comp, k = _components(xp, ptr)
 
         items, item_rank = prank, prank
-        item_comp = new_comp[cs[picked]]
-        rest = xp.ones(rank.shape[0], bool)
-        rest[picked] = False
-        rest = xp.flatnonzero(rest)
-        rank, cs, ct = rank[rest], new_comp[cs[rest]], new_comp[ct[rest]]
-        del rest, picked, new_comp
-        if bool((cs == ct).any()):
+        item_comp, rank, cs, ct, cycle = _split(xp, sel, rank, cs, ct, new_comp)
+        del sel, new_comp
+        if cycle:
             raise InputError(f"the edges do not connect the {n} points: some close a cycle")
     key[items] = 2 * m  # the last picks (or the one point): the root chain
     owner = xp.empty(m, it)  # the edge whose chain a key names (inverse of cid)

@@ -92,6 +92,47 @@ __global__ void picks(const I* __restrict__ cs, const I* __restrict__ ct,
     }
 }
 
+// After the inclusive scan pos of the pick flags: the picks' ranks in edge
+// order, and their chain numbers cid[r] = so_far + (picks before r).
+template <typename I>
+__global__ void take_picks(const I* __restrict__ pos, const I* __restrict__ rank,
+                           long long count, I* __restrict__ prank, I* __restrict__ cid,
+                           long long so_far) {
+    GRID_STRIDE(e, count) {
+        I before = e ? pos[e - 1] : 0;
+        if (pos[e] != before) {
+            I r = rank[e];
+            prank[before] = r;
+            cid[r] = (I)(so_far + before);
+        }
+    }
+}
+
+// After the merge, one pass over the round's edges: a pick's new component
+// goes to its item slot; any other edge moves down to its place among the
+// edges left, with its ends' new components (equal ones: a cycle).
+template <typename I>
+__global__ void split_edges(const I* __restrict__ pos, const I* __restrict__ rank,
+                            const I* __restrict__ cs, const I* __restrict__ ct,
+                            const I* __restrict__ new_comp, long long count,
+                            I* __restrict__ item_comp, I* __restrict__ rank_out,
+                            I* __restrict__ cs_out, I* __restrict__ ct_out, int* cycle) {
+    GRID_STRIDE(e, count) {
+        I before = e ? pos[e - 1] : 0;
+        I u = new_comp[cs[e]];
+        if (pos[e] != before) {
+            item_comp[before] = u;
+        } else {
+            long long j = e - before;
+            I v = new_comp[ct[e]];
+            rank_out[j] = rank[e];
+            cs_out[j] = u;
+            ct_out[j] = v;
+            if (u == v) *cycle = 1;
+        }
+    }
+}
+
 // Every item to the chain of its component's pick on the component's side:
 // key[items[i]] = 2 cid[alpha] + side[comp], alpha = best[comp].
 template <typename I>

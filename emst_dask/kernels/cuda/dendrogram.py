@@ -16,7 +16,7 @@ import numpy as np
 from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
-            "picks", "chain_keys", "chain_tops", "chain_below", "order_pairs", "size_terms",
+            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "chain_below", "order_pairs", "size_terms",
             "chain_bases", "chain_sizes")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
@@ -127,7 +127,7 @@ def picks(k, cs, ct, rank, best):
 
     Returns
     -------
-    picked : (p,) int64 cupy, positions of the edges some component picked.
+    flag : (e,) uint8 cupy, 1 for the edges some component picked.
     side : (k,) int8 cupy, 0 where a component is its pick's source, 1 where
         it is the target.
     ptr : (k,) cupy of the index type, the component at the other end of
@@ -142,7 +142,60 @@ def picks(k, cs, ct, rank, best):
     side = cupy.empty(k, cupy.int8)
     ptr = cupy.empty(k, rank.dtype)
     _launch("picks", rank, count, (cs, ct, rank, best, flag, side, ptr, np.int64(count)))
-    return cupy.flatnonzero(flag), side, ptr
+    return flag, side, ptr
+
+
+def take_picks(pos, rank, cid, so_far):
+    """The picks' ranks in edge order, numbering their chains.
+
+    Parameters
+    ----------
+    pos : (e,) cupy of the index type, the inclusive running count of picks
+        over the edges.
+    rank : (e,) same type, the edges' ranks.
+    cid : (m,) same type; ``cid[r] = so_far + i`` for the i-th pick r.
+    so_far : int, the picks of the rounds before.
+
+    Returns
+    -------
+    prank : (p,) same type, the picked ranks.
+    """
+    import cupy
+
+    count = int(pos.shape[0])
+    prank = cupy.empty(int(pos[-1]) if count else 0, rank.dtype)
+    _launch("take_picks", rank, count, (pos, rank, np.int64(count), prank, cid,
+                                        np.int64(so_far)))
+    return prank
+
+
+def split_edges(pos, rank, cs, ct, new_comp):
+    """One pass after a round's merge: the picks' new components, and the
+    other edges compacted in order with their ends' new components.
+
+    Parameters
+    ----------
+    pos : (e,) cupy of the index type, the inclusive running count of picks.
+    rank, cs, ct : (e,) same type, the round's edges.
+    new_comp : (k,) same type, every component's merged component.
+
+    Returns
+    -------
+    item_comp : (p,) the new component of every pick, in edge order.
+    rank, cs, ct : (e - p,) the edges left, in order.
+    cycle : bool, some edge left joins a component to itself.
+    """
+    import cupy
+
+    count = int(pos.shape[0])
+    p = int(pos[-1]) if count else 0
+    it = rank.dtype
+    item_comp = cupy.empty(p, it)
+    rest = [cupy.empty(count - p, it) for _ in range(3)]
+    cycle = cupy.zeros(1, cupy.int32)
+    _launch("split_edges", rank, count, (pos, rank, cs, ct, new_comp, np.int64(count),
+                                         item_comp, *rest, cycle))
+    return (item_comp, *rest, bool(int(cycle.get()[0])))
 
 
 def chain_keys(key, items, comp, best, cid, side):
