@@ -17,6 +17,10 @@ Points on the device (halos, 3-D float32, seed 0); each figure the median of
 * ``hdbscan_extract``: HDBSCAN* clusters (labels, probabilities, GLOSH) from
   the mutual-reachability tree on the device, with the device memory it
   takes beyond the tree; ``--check`` compares them with the host's;
+* ``emst_mrd_recorded``, ``hdbscan_extract_recorded``: the
+  mutual-reachability tree recording Borůvka's picks (``hierarchy=True``)
+  and the clusters from it (no dendrogram rounds); ``--check`` compares
+  them with the clusters of the unrecorded tree;
 * ``hdbscan`` (``--hdbscan``): ``HDBSCAN(min_cluster_size, min_samples,
   backend="cuda").fit`` end to end (points on the device, attributes on
   the host), and its part beyond the tree.
@@ -147,6 +151,28 @@ def main():
             and (dev.probabilities.get() == host.probabilities).all()
             and (dev.outlier_scores.get() == host.outlier_scores).all())
         del host, dev
+    # the same clusters from a tree whose Borůvka recorded its picks: the
+    # dendrogram runs no rounds of its own (what the estimator does)
+    res["emst_mrd_recorded"], rec = timed(lambda: emst(X, min_samples=a.min_samples,
+                                                       backend="cuda", hierarchy=True))
+
+    def recorded():
+        return extract(rec.source, rec.target, rec.weight, a.n, a.min_cluster_size,
+                       hierarchy=rec.hierarchy)
+
+    res["hdbscan_extract_recorded"], got = timed(recorded)
+    res["hdbscan_extract_recorded_phases"] = {k: round(v, 4) for k, v in got.timings.items()}
+    del got
+    res["hdbscan_extract_recorded_bytes_per_point_beyond_tree"] = device_bytes(recorded) / a.n
+    res["ratios"]["hdbscan_extract_recorded/emst_mrd"] = (res["hdbscan_extract_recorded"]
+                                                         / res["emst_mrd"])
+    if a.check:
+        dev, ref = recorded(), clusters()
+        res["hdbscan_extract_recorded_equals_unrecorded"] = bool(
+            (dev.labels == ref.labels).all() and (dev.probabilities == ref.probabilities).all()
+            and (dev.outlier_scores == ref.outlier_scores).all())
+        del dev, ref
+    rec = None
     mr_tree = None  # frees the tree before the estimator computes its own
     if a.hdbscan:
         est = HDBSCAN(min_cluster_size=a.min_cluster_size, min_samples=a.min_samples,
@@ -161,6 +187,7 @@ def main():
     print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
     for k in ("emst", "emst_mrd", "linkage", "linkage_sort", "linkage_dendrogram",
               "linkage_host", "fof_1", "fof_1_longest", "fof_8", "hdbscan_extract", "hdbscan_extract_host",
+              "emst_mrd_recorded", "hdbscan_extract_recorded",
               "hdbscan", "hdbscan_beyond_tree"):
         if k in res:
             print(f"  {k:<22s} {res[k]:8.4f} s")
@@ -173,6 +200,9 @@ def main():
           f"(64 of them the (8, n) labels)")
     print(f"  dendrogram phases: {res['dendrogram_phases']}")
     print(f"  hdbscan extract phases: {res['hdbscan_extract_phases']}")
+    print(f"  recorded extract phases: {res['hdbscan_extract_recorded_phases']}; "
+          f"{res['hdbscan_extract_recorded_bytes_per_point_beyond_tree']:.1f} B/point; "
+          f"equals unrecorded: {res.get('hdbscan_extract_recorded_equals_unrecorded')}")
     print(f"  hdbscan extract: "
           f"{res['hdbscan_extract_bytes_per_point_beyond_tree']:.1f} B/point beyond the tree; "
           f"{res['hdbscan_extract_clusters']} clusters; equals host: "

@@ -17,7 +17,8 @@ from .kernels import resolve_backend
 
 def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
          sort_by_weight: bool = False, progress=None, client=None, out=None,
-         columns=None, array=None, partitions=None, **service_options):
+         columns=None, array=None, partitions=None, hierarchy: bool = False,
+         **service_options):
     """Exact Euclidean (or mutual-reachability) minimum spanning tree.
 
     Parameters
@@ -45,6 +46,12 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
         "auto" takes CUDA for CuPy input or when a GPU is visible.
     sort_by_weight : bool
         Order the edges by (weight, source, target).
+    hierarchy : bool
+        In-process CUDA trees only (ignored elsewhere): also record the
+        Borůvka iterations' picks (``SpanningTree.hierarchy``, 9 bytes a
+        point while the tree is built), from which HDBSCAN* builds its
+        dendrogram without Borůvka rounds of its own; the edges then come in
+        the engine's strict order (squared length, min row, max row).
     progress : callable(phase, **info), or True for a progress bar, optional
         Called after the core distances and after every Borůvka iteration.
 
@@ -117,11 +124,11 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
         bar("tree")
         try:
             tree = spanning_tree(pts, k, backend, box_size=box, sort_by_weight=sort_by_weight,
-                                 progress=bar)
+                                 progress=bar, hierarchy=hierarchy)
             bar("done", seconds=sum(tree.timings.values()), total_weight=tree.total_weight,
                 n_edges=tree.n_edges)
         finally:
             bar.close()
         return tree
     return spanning_tree(pts, k, backend, box_size=box, sort_by_weight=sort_by_weight,
-                         progress=progress or None)
+                         progress=progress or None, hierarchy=hierarchy)

@@ -29,6 +29,14 @@ class SpanningTree:
         (rounds, bytes moved between workers, seconds per phase), else None.
     box_size : (d,) float64 or None, the periodic box the weights are
         minimum-image distances in (None: open space).
+    hierarchy : dict of arrays or None
+        Borůvka's recorded picks (a CUDA tree computed with
+        ``hierarchy=True``, whose edges come in the engine's strict order):
+        per edge ``alpha`` (m,) int32, the rank of the edge whose chain it
+        joins (-1: the root chain), ``side`` (m,) int8, ``round`` (m,)
+        uint8; per row ``point_alpha`` (n,) int32 and ``point_side`` (n,)
+        int8.  HDBSCAN* builds its dendrogram from it without rounds of
+        its own (``products.dendrogram.record_chains``).
     """
 
     source: Any
@@ -44,6 +52,7 @@ class SpanningTree:
     timings: dict = field(default_factory=dict)
     report: Any = None
     box_size: Any = None
+    hierarchy: Any = field(default=None, repr=False, compare=False)
     _total: float | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -70,7 +79,8 @@ class SpanningTree:
         return out
 
     def sorted_by_weight(self) -> "SpanningTree":
-        """The same tree with edges ordered by (weight, source, target)."""
+        """The same tree with edges ordered by (weight, source, target)
+        (without ``hierarchy``, whose edges are ranks of the former order)."""
         xp = np if isinstance(self.weight, np.ndarray) else _cupy()
         order = xp.lexsort(xp.stack([self.target, self.source, self.weight]))
         return SpanningTree(self.source[order], self.target[order], self.weight[order],

@@ -59,3 +59,32 @@ def test_emulated_chain(emulated_cuda):
     tree = emst(pts, backend="cuda")
     assert tree.iterations == 1
     assert abs(tree.total_weight - x[-1]) <= 1e-9 * x[-1]
+
+
+@pytest.mark.parametrize("name,pts,min_samples", list(_cases()), ids=lambda v: v if isinstance(v, str) else "")
+def test_emulated_hierarchy_equals_the_rounds(emulated_cuda, name, pts, min_samples):
+    # the picks the engine records are the dendrogram's Borůvka rounds: the
+    # same chains, and the same HDBSCAN* clusters without rounds of their own
+    from emst_dask.engine.core import spanning_tree
+    from emst_dask.products.dendrogram import boruvka_chains, record_chains
+    from emst_dask.products.hdbscan.device import extract_xp
+
+    tree = spanning_tree(pts, min_samples, "cuda", hierarchy=True)
+    check_spanning_tree(tree, pts, min_samples)
+    h, n = tree.hierarchy, len(pts)
+    assert h is not None and np.all(np.diff(tree.weight) >= 0)
+    for it in (np.int32, np.int64):
+        got = record_chains(np, h, n, it)
+        want = boruvka_chains(np, tree.source, tree.target, n, it)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert got[2] == want[2]
+    for mcs, method in ((5, "eom"), (12, "leaf")):
+        a = extract_xp(np, tree.source, tree.target, tree.weight, n, mcs, method, False,
+                       0.0, None, hierarchy=h)
+        b = extract_xp(np, tree.source, tree.target, tree.weight, n, mcs, method, False,
+                       0.0, None)
+        np.testing.assert_array_equal(a.labels, b.labels)
+        np.testing.assert_array_equal(a.probabilities, b.probabilities)
+        np.testing.assert_array_equal(a.outlier_scores, b.outlier_scores)
+    assert spanning_tree(pts, min_samples, "cuda").hierarchy is None

@@ -70,10 +70,11 @@ def test_strict_edge_order_on_the_device():
         parent = rng.integers(0, child)          # a random tree on m + 1 vertices
         flip = rng.random(m) < 0.5
         s, t = np.where(flip, child, parent), np.where(flip, parent, child)
-        w2 = (rng.integers(0, 7, m) ** 2).astype(np.float32)
-        want = np.lexsort([np.maximum(s, t), np.minimum(s, t), w2.astype(np.float64)])
-        got = strict_edge_order(cp, cp.asarray(s), cp.asarray(t), cp.asarray(w2)).get()
-        np.testing.assert_array_equal(got, want)
+        for dtype in (np.float32, np.float64):
+            w2 = (rng.integers(0, 7, m) ** 2).astype(dtype)
+            want = np.lexsort([np.maximum(s, t), np.minimum(s, t), w2.astype(np.float64)])
+            got = strict_edge_order(cp, cp.asarray(s), cp.asarray(t), cp.asarray(w2)).get()
+            np.testing.assert_array_equal(got, want)
 
 
 def test_device_certificate_equals_host_certificate():

@@ -78,6 +78,9 @@ class BoruvkaResult:
         Component count before each iteration and at the end.
     timings : dict
         Seconds per phase.
+    hierarchy : dict or None
+        The recorded picks (``hierarchy=True`` on a kernel set that records
+        them: ``finalize_hierarchy``), in the order of ``source``.
     """
 
     source: Any
@@ -88,6 +91,7 @@ class BoruvkaResult:
     iterations: int
     components: list
     timings: dict
+    hierarchy: Any = None
 
 
 def construct_bvh(K, points, timers: Timers, box=None, period=None):
@@ -124,7 +128,8 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
 
 
 def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=None,
-            progress=None, timers: Timers | None = None) -> BoruvkaResult:
+            progress=None, timers: Timers | None = None,
+            hierarchy: bool = False) -> BoruvkaResult:
     """Exact (mutual-reachability) MST of ``points`` with kernel set ``K``.
 
     Parameters
@@ -142,6 +147,11 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         the local k-NN computation.  Squared, so no rounding is added.
     progress : callable(phase: str, **info), optional
     timers : Timers, optional
+    hierarchy : bool
+        Also record every iteration's picks (kernel sets with
+        ``start_hierarchy``; others ignore it): the single-linkage
+        dendrogram's chains then need no Borůvka rounds of their own
+        (``products.dendrogram.record_chains``).
 
     Returns
     -------
@@ -173,6 +183,9 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
 
     timers.start()
     state = K.init_boruvka(bvh, core2, mrd)
+    record = hierarchy and hasattr(K, "start_hierarchy")
+    if record:
+        K.start_hierarchy(bvh, state)
     timers.stop("init_boruvka")
     n_edges = 0
     iterations = 0
@@ -200,13 +213,14 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
             progress("iteration", iteration=iterations, components=n - n_edges)
 
     src, dst, w2 = K.finalize_edges(bvh, state)
+    picks = K.finalize_hierarchy(bvh, state) if record else None
     if mrd:
         core_out = xp.empty_like(core2)
         core_out[bvh.orig] = core2
     else:
         core_out = None
     return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
-                         dict(timers.seconds))
+                         dict(timers.seconds), picks)
 
 
 def core_distances2(K, points, min_samples: int, box_size=None):

@@ -214,21 +214,78 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         # An edge above its component's pick joins the root path above the
         # pick, at its own rank: the first chain up from the pick's whose
         # top edge is heavier (the picks of later rounds are placed already).
-        if xp is not np:  # one thread a follower walks the chains up
-            from ..kernels.cuda.dendrogram import place_followers
-
-            place_followers(key, owner, edge, target, m)
-            continue
-        while edge.shape[0]:
-            k_t = key[target]
-            top = owner[xp.minimum(k_t >> 1, m - 1)]
-            fits = (k_t == 2 * m) | (edge < top)
-            key[edge[fits]] = k_t[fits]
-            edge, target = edge[~fits], top[~fits]
+        _place(xp, key, owner, edge, target, m)
     return key, owner, round_ends
 
 
-def dendrogram(xp, s, t, n, timers=None, index_type=None):
+def record_chains(xp, hierarchy, n, it=np.int64):
+    """``boruvka_chains`` from the picks the EMST's own Borůvka recorded.
+
+    The engine's iterations are Borůvka rounds on the tree (each component
+    picks its lightest edge, in the engine's strict order), so the rounds
+    need not run again: each edge's recorded pick is its chain, and only
+    the followers' walks remain.  The edges must be in the engine's order
+    (``SpanningTree.hierarchy``).
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    hierarchy : dict of arrays of ``xp`` (``SpanningTree.hierarchy``) for m
+        = n - 1 edges.
+    n : int >= 2.
+    it : the index dtype.
+
+    Returns
+    -------
+    key, owner, round_ends : as ``boruvka_chains``.
+    """
+    alpha = hierarchy["alpha"].astype(it)
+    side = hierarchy["side"]
+    rounds = hierarchy["round"]
+    m = alpha.shape[0]
+    # chains numbered round by round, by rank within a round (as the rounds do)
+    owner = xp.argsort(rounds, kind="stable") if xp is np else xp.argsort(rounds)
+    owner = owner.astype(it)
+    cid = xp.empty(m, it)
+    cid[owner] = xp.arange(m, dtype=it)
+    round_ends = xp.cumsum(xp.bincount(rounds.astype(xp.int32))).tolist()
+    key = xp.empty(m + n, it)
+    root = alpha < 0
+    key[:m] = 2 * cid[xp.where(root, 0, alpha)] + side
+    key[:m][root] = 2 * m
+    key[m:] = 2 * cid[hierarchy["point_alpha"]] + hierarchy["point_side"]
+    # followers (an edge above the pick of the component holding it), the
+    # later iterations' first
+    rank = xp.arange(m, dtype=it)
+    follow = xp.flatnonzero(~root & (rank > alpha))
+    follow = follow[(xp.argsort(-rounds[follow].astype(xp.int32), kind="stable")
+                     if xp is np else xp.argsort(-rounds[follow].astype(xp.int32)))]
+    by_round = rounds[follow]
+    cuts = xp.flatnonzero(by_round[1:] != by_round[:-1]) + 1
+    bounds = [0] + cuts.tolist() + [int(follow.shape[0])]
+    for lo, hi in pairwise(bounds):
+        edge = follow[lo:hi].astype(it)
+        _place(xp, key, owner, edge, alpha[edge], m)
+    return key, owner, round_ends
+
+
+def _place(xp, key, owner, edge, target, m):
+    """Followers of one round to their chains, in place in ``key``: the first
+    chain up from their pick's whose top edge is heavier."""
+    if xp is not np:  # one thread a follower walks the chains up
+        from ..kernels.cuda.dendrogram import place_followers
+
+        place_followers(key, owner, edge, target, m)
+        return
+    while edge.shape[0]:
+        k_t = key[target]
+        top = owner[xp.minimum(k_t >> 1, m - 1)]
+        fits = (k_t == 2 * m) | (edge < top)
+        key[edge[fits]] = k_t[fits]
+        edge, target = edge[~fits], top[~fits]
+
+
+def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
     """Children and sizes of Kruskal's merges, in parallel.
 
     Parameters
@@ -243,6 +300,10 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None):
     index_type : numpy integer dtype, optional
         The index dtype of the work and the result (default
         ``index_dtype(m, n)``: int32 below 2**31 items).
+    hierarchy : dict of arrays, optional
+        The picks the EMST's Borůvka recorded (``SpanningTree.hierarchy``),
+        the edges being in the engine's order: no rounds are run
+        (``record_chains``).
 
     Returns
     -------
@@ -256,7 +317,10 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None):
     it = np.dtype(index_type or index_dtype(m, n)).type
     timers = timers or Timers(enabled=False)
     timers.start()
-    key, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
+    if hierarchy is not None and m:
+        key, edge_of, round_ends = record_chains(xp, hierarchy, n, it)
+    else:
+        key, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
     timers.stop("dendrogram_rounds")
     if m == 0:
         return xp.zeros((0, 2), it), xp.zeros(0, it)

@@ -172,8 +172,10 @@ class HDBSCAN:
             if self.out is not None:
                 raise InputError("out= writes the clusters where the tree is computed; "
                                  "with partitions= the tree comes here: drop out=")
+            # an in-process CUDA tree records Borůvka's picks for the dendrogram
             tree = emst(X, min_samples=k, backend=self.backend, client=self.client,
-                        partitions=self.partitions, progress=progress)
+                        partitions=self.partitions, progress=progress,
+                        hierarchy=self.partitions is None)
             return self.fit_tree(tree, device_out=is_device_array(X))
         from ..distributed.service import emst as service_emst
 
@@ -256,7 +258,8 @@ class HDBSCAN:
                              "spanning tree")
         # a tree on the device is clustered there (only the cluster tree
         # comes to the host); the attributes are numpy, as scikit-learn's
-        res = extract(tree.source, tree.target, tree.weight, n, **self._clusters_params())
+        res = extract(tree.source, tree.target, tree.weight, n, **self._clusters_params(),
+                      hierarchy=getattr(tree, "hierarchy", None))
         from .condensed import CondensedTree
 
         keep = is_device_array(res.labels) if device_out is None else device_out

@@ -2,7 +2,7 @@
 
 The engine breaks ties by the strict order (weight, min(u, v), max(u, v));
 the products follow it, so that equal heights come in one deterministic
-order.  ``strict_order`` is ``emst_dask.partitioned.edges.strict_edge_order``
+order.  ``strict_order`` is ``emst_dask.engine.order.strict_edge_order``
 (radix sorts for float32 weights, a lexsort otherwise) behind the checks,
 with two radix sorts for float64 weights on the host.
 """
@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from ..errors import InputError
-from ..partitioned.edges import strict_edge_order
+from ..engine.order import strict_edge_order
 
 
 def array_module(a):

@@ -78,7 +78,8 @@ def expr(name: str, dtype, d: int, *extra) -> str:
 
 
 _CORE = ("k_sizes", "k_minmax", "k_morton", "k_delta", "k_gather", "k_build", "k_climb",
-         "k_select", "k_winner", "k_merge_next", "k_merge_roots", "k_merge_jump", "k_relabel")
+         "k_select", "k_winner", "k_merge_next", "k_record_picks", "k_merge_roots",
+         "k_merge_jump", "k_relabel")
 
 
 def expressions(dtype, d: int, part: str) -> list[str]:

@@ -724,7 +724,8 @@ __global__ void k_ties(const Pt<T, D>* __restrict__ P, const int* __restrict__ o
 }
 
 // k_winner: the candidate whose source row won marks its component:
-// aux[C] = ~i (negative: never equal to a row).
+// aux[C] = -2 - i (at most -2: never a row, nor the rest value -1, which
+// ~i would be for position 0 and so skip that component's merge).
 template <typename T, int D>
 __global__ void k_winner(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
                          const int* __restrict__ cand, int* aux, const u64* __restrict__ key2,
@@ -735,10 +736,10 @@ __global__ void k_winner(const Pt<T, D>* __restrict__ P, const int* __restrict__
   int C = P[i].label;
   u32 oi = (u32)orig[i];
   if (sizeof(T) == 4) {
-    if ((u32)aux[C] == oi) aux[C] = ~i;
+    if ((u32)aux[C] == oi) aux[C] = -2 - i;
   } else {
     u64 K = key2[C];
-    if (K != ~0ULL && (u32)K == oi) aux[C] = ~i;
+    if (K != ~0ULL && (u32)K == oi) aux[C] = -2 - i;
   }
 }
 
@@ -758,7 +759,7 @@ __global__ void k_merge_next(const Pt<T, D>* __restrict__ P, const int* __restri
     win = C;
   } else {
     int a = aux[C];
-    win = a < -1 ? ~a : -1;
+    win = a < -1 ? -2 - a : -1;
   }
   if (win < 0) {  // no outgoing edge (a single component left)
     aux[C] = C;
@@ -767,6 +768,34 @@ __global__ void k_merge_next(const Pt<T, D>* __restrict__ P, const int* __restri
   int j = cand[win];
   edges[C] = ((u64)(u32)win << 32) | (u64)(u32)j;
   aux[C] = P[j].label;
+}
+
+// k_record_picks (optional, for the HDBSCAN* dendrogram): between
+// k_merge_next and k_merge_roots, so that aux[] still holds every
+// representative's far component.  A component's pick lives in the slot of
+// the representative that will be absorbed along it: its own, or its
+// partner's when it is the root of a mutual pair (side 1, stored as ~slot).
+// Thread p records, for itself as a point (first iteration) or for the edge
+// its slot got in the iteration before, the pick of the component that now
+// holds it; the edges picked in the last iteration keep EMST_INT_MAX (the
+// root chain).  rec_round[p] is the iteration p's slot got its edge.
+template <typename T, int D>
+__global__ void k_record_picks(const Pt<T, D>* __restrict__ P, const int* __restrict__ aux,
+                               int* rec_point, int* rec_edge, unsigned char* rec_round,
+                               int n, int it) {
+  int p = thread_index();
+  if (p >= n) return;
+  int C = P[p].label;
+  int Dn = aux[C];
+  bool root = Dn != C && aux[Dn] == C && C < Dn;
+  int slot = root ? Dn : C;
+  int enc = root ? ~slot : slot;
+  if (it == 0) {
+    rec_point[p] = enc;
+  } else if (C != p && rec_round[p] == (unsigned char)(it - 1)) {
+    rec_edge[p] = enc;
+  }
+  if (C == p && !root) rec_round[p] = (unsigned char)it;
 }
 
 // k_merge_roots: under a strict order the only cycles are 2-cycles over one

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .records import _NO_KEY, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32
+from .records import _NO_KEY, INT_MAX, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32
 
 
 class BoruvkaPhases:
@@ -139,7 +139,7 @@ class BoruvkaPhases:
         to its component's radius and, among the candidates matching that key,
         takes the least source row (float32: atomicMin in ``bvh.aux``; float64: of
         (min row, source row) in ``s.key2``); ``k_winner`` marks the winning point
-        ``i`` with ``bvh.aux[C] = ~i``.  Nothing in the first iteration (a
+        ``i`` with ``bvh.aux[C] = -2 - i``.  Nothing in the first iteration (a
         singleton's edge is its point's candidate).
 
         Parameters
@@ -189,6 +189,8 @@ class BoruvkaPhases:
         dt, d, n = bvh.dtype, bvh.d, _i32(bvh.n)
         cls._launch(dt, d, "k_merge_next", bvh.n,
                     (bvh.P, s.cand, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
+        if s.rec is not None:  # the picks, while aux[] holds the far components
+            cls._launch(dt, d, "k_record_picks", bvh.n, (bvh.P, bvh.aux, *s.rec, n, _i32(s.it)))
         cls._launch(dt, d, "k_merge_roots", bvh.n,
                     (bvh.P, bvh.aux, s.best, s.key2, s.counter, n))
         # counter = [edges so far, unfinished root search]
@@ -207,6 +209,57 @@ class BoruvkaPhases:
         s.it += 1
         s.n_edges = int(h[0])
         return s.n_edges
+
+    @classmethod
+    def start_hierarchy(cls, bvh, s):
+        """Record every iteration's picks from now on (``k_record_picks``), for
+        ``finalize_hierarchy``: 9 bytes a point.
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState, before the first iteration.
+        """
+        xp, n = cls.xp, bvh.n
+        s.rec = (xp.empty(n, np.int32), xp.full(n, INT_MAX, np.int32),
+                 xp.full(n, 255, np.uint8))
+
+    @classmethod
+    def finalize_hierarchy(cls, bvh, s):
+        """The recorded picks, in the edge order of ``finalize_edges`` (after
+        it: the point records and ``orig`` are all this reads).
+
+        Returns
+        -------
+        dict of arrays of ``xp``, ``m = n - 1``: ``alpha`` (m,) int32, the edge
+        whose chain each edge joins in the iteration after its own (the pick
+        of the component holding it; -1 for the last iteration's, the root
+        chain), ``side`` (m,) int8 (1: the component was its pick's mutual
+        root), ``round`` (m,) uint8, the iteration each edge was picked in;
+        ``point_alpha`` (n,) int32 and ``point_side`` (n,) int8, every input
+        row's first pick.
+        """
+        xp, n, d, dt = cls.xp, bvh.n, bvh.d, bvh.dtype
+        off = d * dt.itemsize
+        root = int(cls.to_host(bvh.P[off:off + 4].view(np.int32))[0])
+        rec_point, rec_edge, rec_round = s.rec
+        s.rec = None
+        slot = xp.arange(n - 1, dtype=np.int32)
+        slot += slot >= root  # edge e sits in slot e, or e + 1 past the root's
+
+        def edge(enc):  # slot (or ~slot for side 1) -> edge index
+            q = xp.where(enc >= 0, enc, ~enc)
+            return (q - (q > root)).astype(np.int32)
+
+        enc = rec_edge[slot]
+        out = {"alpha": xp.where(enc == INT_MAX, np.int32(-1), edge(enc)),
+               "side": (enc < 0).astype(np.int8), "round": rec_round[slot]}
+        point_alpha = xp.empty(n, np.int32)
+        point_side = xp.empty(n, np.int8)
+        point_alpha[bvh.orig] = edge(rec_point)
+        point_side[bvh.orig] = (rec_point < 0).astype(np.int8)
+        out.update(point_alpha=point_alpha, point_side=point_side)
+        return out
 
     @classmethod
     def finalize_edges(cls, bvh, s):

@@ -18,6 +18,9 @@ def _i32(v):
     return np.int32(v)
 
 
+#: EMST_INT_MAX of the kernels: the recorded pick of an edge of the last
+#: iteration (the root chain)
+INT_MAX = np.int32(0x7FFFFFFF)
 #: pointer-jumping steps of one k_merge_jump launch (each step doubles a
 #: jump while the threads run together; unfinished chains get another launch)
 JUMP_STEPS = 64
@@ -71,7 +74,8 @@ class CudaBoruvkaState:
     position) keys per component, which also hold the finished edges for
     float32; key2 : the same for float64 ties (``best`` itself for float32).
     counter : int32 [edges so far, unfinished root searches]; count : int32
-    the work list's length.  it : iteration; n_edges : edges so far.
+    the work list's length.  it : iteration; n_edges : edges so far.  rec :
+    (rec_point, rec_edge, rec_round) of ``k_record_picks``, or None.
     """
 
     mrd: bool
@@ -85,3 +89,4 @@ class CudaBoruvkaState:
     count: Any
     it: int = 0
     n_edges: int = 0
+    rec: Any = None

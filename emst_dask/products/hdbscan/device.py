@@ -43,7 +43,7 @@ def _lam(xp, h):
     return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
 
 
-def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
+def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=None):
     """Steps 1 to 3: the clusters (births) and where every point leaves.
 
     Parameters
@@ -53,6 +53,10 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
         points (checked).
     n : int; min_cluster_size : int >= 2.
     timers : ``engine.boruvka.Timers``, optional, for the phases' seconds.
+    hierarchy : dict of arrays, optional; the tree's recorded Borůvka picks
+        (``SpanningTree.hierarchy``): the edges are in the engine's order
+        already, and the dendrogram runs no rounds.  The level sets do not
+        depend on the order of equal heights, so the clusters are the same.
 
     Returns
     -------
@@ -66,9 +70,12 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     """
     timers = timers or Timers(enabled=False)
     timers.start()
-    order = sorted_edges(xp, s, t, w)
+    if hierarchy is None:
+        order = sorted_edges(xp, s, t, w)
+        s, t, w = s[order], t[order], w[order]
+        del order
     timers.stop("strict_order")
-    children, size = dendrogram(xp, s[order], t[order], n, timers)
+    children, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy)
     it = children.dtype  # the dendrogram's index dtype: int32 below 2**31 nodes
     timers.start()
     N, R = 2 * n - 1, 2 * n - 2
@@ -80,8 +87,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None):
     del children, merge
     height = xp.empty(N, xp.float64)
     height[:n] = -1.0  # a point is never part of its parent's merge
-    height[n:] = w[order]
-    del order
+    height[n:] = w
     count = xp.empty(N, it)
     count[:n] = 1
     count[n:] = size
@@ -347,7 +353,7 @@ def _stabilities(xp, cluster, lam, weight, birth, K):
 
 
 def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_size,
-               timers=None):
+               timers=None, hierarchy=None):
     """``extract`` on checked edges of a spanning tree, where they are.
 
     Parameters
@@ -358,6 +364,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     timers : ``engine.boruvka.Timers``, optional; by default the device is
         synchronised at each phase's end and the seconds are the result's
         ``timings``.
+    hierarchy : dict of arrays, optional (``level_set_clusters``).
 
     Returns
     -------
@@ -369,7 +376,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
 
     if timers is None:
         timers = Timers(sync=(lambda: None) if xp is np else xp.cuda.Device().synchronize)
-    got = level_set_clusters(xp, s, t, w, n, min_cluster_size, timers)
+    got = level_set_clusters(xp, s, t, w, n, min_cluster_size, timers, hierarchy)
     timers.start()
     host = {k: to_host(got[k]) for k in ("parent", "birth_lambda", "size", "min_row",
                                            "death", "spine")}

@@ -56,7 +56,7 @@ class HDBSCANResult:
 
 def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_method="eom",
             allow_single_cluster=False, cluster_selection_epsilon=0.0,
-            max_cluster_size=None) -> HDBSCANResult:
+            max_cluster_size=None, hierarchy=None) -> HDBSCANResult:
     """HDBSCAN* clusters of a spanning tree.
 
     Merges at one height are one merge (the level sets of the graph), so
@@ -75,6 +75,10 @@ def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_met
     allow_single_cluster : bool
     cluster_selection_epsilon : float >= 0
     max_cluster_size : int >= 1 or None (eom only)
+    hierarchy : dict of arrays, optional
+        ``SpanningTree.hierarchy`` of a CUDA tree given with its own edges
+        (in their order): the device dendrogram reuses the EMST's Borůvka
+        picks instead of running rounds of its own.  Ignored on the host.
 
     Returns
     -------
@@ -100,7 +104,8 @@ def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_met
         if int(n) > 1:
             from .device import extract_xp
 
-            return extract_xp(xp, s, t, w, int(n), m, method, allow, eps, max_size)
+            return extract_xp(xp, s, t, w, int(n), m, method, allow, eps, max_size,
+                              hierarchy=hierarchy)
     s, t, w = check_edges(source, target, weight, n)
     n = int(n)
     columns = _condensed_columns(s, t, w, n, m)

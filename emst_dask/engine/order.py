@@ -1,0 +1,52 @@
+"""The engine's strict edge order: (squared length, min row, max row).
+
+Borůvka breaks ties between equal squared lengths by the smaller, then the
+larger input row, so that the tree is unique; the partitioned algorithm and
+the recorded hierarchy (``core.spanning_tree(..., hierarchy=True)``) sort
+edges by that order, on the host or on the device.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def strict_edge_order(xp, s, t, w2):
+    """Indices of the edges in the strict order (w2, min(s, t), max(s, t)).
+
+    s, t : (m,) int64 endpoints; w2 : (m,) float >= 0.  With float32
+    weights and endpoints below 2**32: on the host two radix sorts of
+    uint64 keys (the pair packed in one word, then the weight's bits,
+    order-preserving for values >= 0, above the pair's rank); on the device
+    (float32 or float64 weights) three stable radix sorts: max and min as
+    uint32, then the weight's bits.  Otherwise a three-key lexsort.
+    A pair listed twice (the same candidate from two sources) is one edge:
+    its copies are equal in every field, so their relative order does not
+    matter.
+    """
+    m = s.shape[0]
+    if (xp is not np and w2.dtype in (np.float32, np.float64) and m
+            and max(int(s.max()), int(t.max())) < 1 << 32):
+        # three stable radix sorts, least significant first: the rows as
+        # 32-bit keys (half the digit passes of a 64-bit key), then the
+        # weight's bits (CuPy's sort is stable)
+        key = xp.maximum(s, t).astype(xp.uint32)
+        order = xp.argsort(key)
+        key = xp.minimum(s, t).astype(xp.uint32)[order]
+        order = order[xp.argsort(key)]
+        bits = xp.uint32 if w2.dtype == np.float32 else xp.uint64
+        key = xp.ascontiguousarray(w2).view(bits)[order]
+        return order[xp.argsort(key)]
+    lo, hi = xp.minimum(s, t), xp.maximum(s, t)
+    if w2.dtype != np.float32 or m == 0 or int(hi.max()) >= 1 << 32:
+        return xp.lexsort(xp.stack([hi.astype(xp.float64), lo.astype(xp.float64),
+                                    w2.astype(xp.float64)]))
+    from ..kernels.cpu.bvh import radix_argsort
+
+    pair = (lo.astype(xp.uint64) << xp.uint64(32)) | hi.astype(xp.uint64)
+    by_pair = radix_argsort(pair, 64)
+    del pair
+    rank = xp.empty(m, xp.uint64)
+    rank[by_pair] = xp.arange(m, dtype=xp.uint64)
+    del by_pair
+    key = (xp.ascontiguousarray(w2).view(xp.uint32).astype(xp.uint64) << xp.uint64(32)) | rank
+    return radix_argsort(key, 64)
