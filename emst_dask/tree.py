@@ -36,7 +36,7 @@ class SpanningTree:
         joins (-1: the root chain), ``side`` (m,) int8, ``round`` (m,)
         uint8; per row ``point_alpha`` (n,) int32 and ``point_side`` (n,)
         int8.  HDBSCAN* builds its dendrogram from it without rounds of
-        its own (``products.dendrogram.record_chains``).
+        its own (``products.chains.record_chains``).
     """
 
     source: Any

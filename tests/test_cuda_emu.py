@@ -66,7 +66,7 @@ def test_emulated_hierarchy_equals_the_rounds(emulated_cuda, name, pts, min_samp
     # the picks the engine records are the dendrogram's Borůvka rounds: the
     # same chains, and the same HDBSCAN* clusters without rounds of their own
     from emst_dask.engine.core import spanning_tree
-    from emst_dask.products.dendrogram import boruvka_chains, record_chains
+    from emst_dask.products.chains import boruvka_chains, record_chains
     from emst_dask.products.hdbscan.device import extract_xp
 
     tree = spanning_tree(pts, min_samples, "cuda", hierarchy=True)

@@ -94,7 +94,8 @@ def test_edges_that_do_not_span_are_refused():
 @pytest.mark.parametrize("shape", ["recursive", "path", "binary"])
 def test_index_types_agree(shape):
     # int32 indices (below 2**31 items) and the int64 fallback: one answer
-    from emst_dask.products.dendrogram import dendrogram, index_dtype
+    from emst_dask.products.chains import index_dtype
+    from emst_dask.products.dendrogram import dendrogram
     from emst_dask.products.order import sorted_edges
 
     assert index_dtype(10, 11) == np.int32 and index_dtype(2**30, 2**30 + 1) == np.int64

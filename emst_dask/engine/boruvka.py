@@ -151,7 +151,7 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         Also record every iteration's picks (kernel sets with
         ``start_hierarchy``; others ignore it): the single-linkage
         dendrogram's chains then need no Borůvka rounds of their own
-        (``products.dendrogram.record_chains``).
+        (``products.chains.record_chains``).
 
     Returns
     -------

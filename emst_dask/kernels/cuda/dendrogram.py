@@ -1,9 +1,10 @@
-"""CUDA kernels for steps of the parallel dendrogram (``products.dendrogram``)
-that are one thread per item here and many whole-array passes there, and
-the roots of a forest (``arrays.jump_to_roots`` on CuPy arrays).
+"""CUDA kernels for steps of the parallel dendrogram (``products.chains``,
+``products.dendrogram``) that are one thread per item here and many
+whole-array passes there, and the roots of a forest
+(``arrays.jump_to_roots`` on CuPy arrays).
 
 Every kernel is a template over the index type: int32 arrays while the
-items fit (``products.dendrogram.index_dtype``), int64 beyond; all the
+items fit (``products.chains.index_dtype``), int64 beyond; all the
 index arrays of one call share it.
 """
 from __future__ import annotations
@@ -122,7 +123,7 @@ def lightest_edges(k, cs, ct, rank, m):
 
 
 def picks(k, cs, ct, rank, best):
-    """The picked edges of a round (as ``products.dendrogram._picks``);
+    """The picked edges of a round (as ``products.chains._picks``);
     every one of the k components must have a pick.
 
     Returns

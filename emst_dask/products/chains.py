@@ -1,0 +1,276 @@
+"""The chains of the single-linkage dendrogram: Borůvka rounds on the tree.
+
+Kruskal's merges are sequential; the dendrogram (``dendrogram.py``) comes
+instead from O(log n) rounds of whole-array operations, so that it runs
+where the tree is (CuPy on the device; numpy for tests).  The edges come in
+the strict order (weight, min(u, v), max(u, v)): an edge's *rank* is its
+position.
+
+Borůvka on the tree.  Each round, every component picks its lightest incident
+edge (lowest rank) and the components joined by the picked edges merge.
+Every item (a point, in round 1; an edge picked in the round before,
+afterwards) now lies inside one component K whose pick is alpha:
+
+* an item below alpha hangs on the *chain* (alpha, side of K): the part of
+  the dendrogram's root path that leads from K's side up into alpha;
+* an item above alpha (an edge inside K heavier than K's lightest way out)
+  *follows* alpha: it joins the root path above alpha at its own rank, in
+  the first chain up from alpha's whose top edge is heavier;
+* the picks of the last round form the root chain.
+
+``boruvka_chains`` runs the rounds; ``record_chains`` reads the same chains
+from the picks the EMST's own Borůvka recorded (its iterations are these
+rounds, in the engine's order).  Every index array is int32 while the 2m +
+n keys and items fit (``index_dtype``), which halves the bytes each pass
+moves on the device.
+"""
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+
+from ..arrays import jump_to_roots
+from ..errors import InputError
+
+
+def index_dtype(m, n):
+    """int32 while the chain keys (up to 2m) and the m + n items fit in it,
+    else int64."""
+    return np.int32 if max(2 * m + 1, m + n) < 2**31 else np.int64
+
+
+def _components(xp, ptr):
+    """Roots of the pointer forest ``ptr`` (mutual pairs resolved to the
+    smaller id): (new id of every node's root, number of roots), in the
+    dtype of ``ptr``."""
+    k = ptr.shape[0]
+    c = xp.arange(k, dtype=ptr.dtype)
+    if xp is np:
+        ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
+    else:  # in-place passes, no (k,) temporaries per pass
+        from ..kernels.cuda.dendrogram import pick_forest_roots
+
+        ptr = pick_forest_roots(ptr)
+    roots = ptr == c
+    new_id = xp.cumsum(roots, dtype=ptr.dtype) - 1
+    return new_id[ptr], int(new_id[-1]) + 1
+
+
+def _lightest(xp, k, cs, ct, rank, m):
+    """(k,) of rank's dtype: every component's lightest edge (its lowest
+    rank; m for none) among the edges (cs, ct) between components."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import lightest_edges
+
+        return lightest_edges(k, cs, ct, rank, m)
+    best = xp.full(k, m, rank.dtype)
+    xp.minimum.at(best, cs, rank)
+    xp.minimum.at(best, ct, rank)
+    return best
+
+
+def _picks(xp, k, cs, ct, rank, best):
+    """The round's picked edges: (``sel``, (k,) int8 side of every component
+    on its pick (0 source, 1 target), (k,) the component at the pick's other
+    end).  ``sel`` says which edges were picked: their positions (numpy), or
+    the running count of picks, an inclusive scan over the edges (CuPy)."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import picks
+
+        flag, side, ptr = picks(k, cs, ct, rank, best)
+        return xp.cumsum(flag, dtype=rank.dtype), side, ptr
+    by_s, by_t = best[cs] == rank, best[ct] == rank
+    es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
+    picked = xp.flatnonzero(by_s | by_t)
+    side = xp.empty(k, xp.int8)
+    side[cs[es]] = 0
+    side[ct[et]] = 1
+    ptr = xp.arange(k, dtype=rank.dtype)
+    ptr[cs[es]] = ct[es]
+    ptr[ct[et]] = cs[et]
+    return picked, side, ptr
+
+
+def _take_picks(xp, sel, rank, cid, so_far):
+    """The picks' ranks, in edge order, and their chain numbers: ``cid[r] =
+    so_far + i`` for the i-th picked rank r."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import take_picks
+
+        return take_picks(sel, rank, cid, so_far)
+    prank = rank[sel]
+    cid[prank] = xp.arange(so_far, so_far + prank.shape[0], dtype=rank.dtype)
+    return prank
+
+
+def _split(xp, sel, rank, cs, ct, new_comp):
+    """After the merge: (the picks' new components, the other edges' ranks
+    and new end components, whether one of those joins a component to
+    itself)."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import split_edges
+
+        return split_edges(sel, rank, cs, ct, new_comp)
+    item_comp = new_comp[cs[sel]]
+    rest = xp.ones(rank.shape[0], bool)
+    rest[sel] = False
+    rest = xp.flatnonzero(rest)
+    cs, ct = new_comp[cs[rest]], new_comp[ct[rest]]
+    return item_comp, rank[rest], cs, ct, bool((cs == ct).any())
+
+
+def _chain_keys(xp, key, items, item_comp, best, cid, side):
+    """key[items] = the chain of each item's component's pick on its side;
+    returns alpha, (len(items),) the pick of each item's component."""
+    if xp is not np:
+        from ..kernels.cuda.dendrogram import chain_keys
+
+        return chain_keys(key, items, item_comp, best, cid, side)
+    alpha = best[item_comp]
+    key[items] = 2 * cid[alpha] + side[item_comp]  # int8 side: stays key's dtype
+    return alpha
+
+
+def boruvka_chains(xp, s, t, n, it=np.int64):
+    """Chain keys of the dendrogram's nodes, from Borůvka rounds on the tree.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    s, t : (m,) integer arrays of ``xp``, the endpoints of the m = n - 1
+        edges in the strict order (rank = position).
+    n : int >= 1.
+    it : the index dtype (``index_dtype``) of the arrays made.
+
+    Returns
+    -------
+    key : (m + n,) ``it``, the chain of every item (edges 0 .. m-1, then
+        points m .. m+n-1): ``2 * cid[alpha] + side``, or ``2 * m`` for the
+        root chain.
+    owner : (m,) ``it``, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
+        name (``c`` numbers the edges round by round, in the order they were
+        picked, so the chains of later rounds sort after those of earlier ones).
+    round_ends : list of int, ``c`` at the end of every round.
+
+    Raises
+    ------
+    InputError
+        The edges do not connect the n points (or close a cycle).
+    """
+    m = s.shape[0]
+    key = xp.empty(m + n, it)
+    followers = []  # per round: (edges above their component's pick, the pick)
+    cid = xp.empty(m, it)
+    round_ends = []
+    rank = xp.arange(m, dtype=it)
+    cs, ct = s.astype(it), t.astype(it)
+    k = n
+    items = xp.arange(m, m + n, dtype=it)  # the points, in round 1
+    item_rank = None  # the points of round 1 are below every pick
+    item_comp = xp.arange(n, dtype=it)
+    picked_so_far = 0
+    while k > 1:
+        if rank.shape[0] == 0:
+            raise InputError(f"the edges do not connect the {n} points: they leave "
+                             f"{k} components")
+        best = _lightest(xp, k, cs, ct, rank, m)
+        lonely = int((best == m).sum())
+        if lonely:
+            raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
+                             "components have no edge out")
+        sel, side, ptr = _picks(xp, k, cs, ct, rank, best)
+        prank = _take_picks(xp, sel, rank, cid, picked_so_far)
+        picked_so_far += int(prank.shape[0])
+        round_ends.append(picked_so_far)
+
+        # every item to its chain; those above their pick are put right later
+        alpha = _chain_keys(xp, key, items, item_comp, best, cid, side)
+        if item_rank is not None:
+            above = xp.flatnonzero(item_rank > alpha)
+            followers.append((items[above], alpha[above]))
+            del above
+        del alpha, side, best
+        new_comp, k = _components(xp, ptr)
+
+        items, item_rank = prank, prank
+        item_comp, rank, cs, ct, cycle = _split(xp, sel, rank, cs, ct, new_comp)
+        del sel, new_comp
+        if cycle:
+            raise InputError(f"the edges do not connect the {n} points: some close a cycle")
+    key[items] = 2 * m  # the last picks (or the one point): the root chain
+    owner = xp.empty(m, it)  # the edge whose chain a key names (inverse of cid)
+    owner[cid] = xp.arange(m, dtype=it)
+    for edge, target in reversed(followers):
+        # An edge above its component's pick joins the root path above the
+        # pick, at its own rank: the first chain up from the pick's whose
+        # top edge is heavier (the picks of later rounds are placed already).
+        _place(xp, key, owner, edge, target, m)
+    return key, owner, round_ends
+
+
+def record_chains(xp, hierarchy, n, it=np.int64):
+    """``boruvka_chains`` from the picks the EMST's own Borůvka recorded.
+
+    The engine's iterations are Borůvka rounds on the tree (each component
+    picks its lightest edge, in the engine's strict order), so the rounds
+    need not run again: each edge's recorded pick is its chain, and only
+    the followers' walks remain.  The edges must be in the engine's order
+    (``SpanningTree.hierarchy``).
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    hierarchy : dict of arrays of ``xp`` (``SpanningTree.hierarchy``) for m
+        = n - 1 edges.
+    n : int >= 2.
+    it : the index dtype.
+
+    Returns
+    -------
+    key, owner, round_ends : as ``boruvka_chains``.
+    """
+    alpha = hierarchy["alpha"].astype(it)
+    side = hierarchy["side"]
+    rounds = hierarchy["round"]
+    m = alpha.shape[0]
+    # chains numbered round by round, by rank within a round (as the rounds do)
+    owner = xp.argsort(rounds, kind="stable") if xp is np else xp.argsort(rounds)
+    owner = owner.astype(it)
+    cid = xp.empty(m, it)
+    cid[owner] = xp.arange(m, dtype=it)
+    round_ends = xp.cumsum(xp.bincount(rounds.astype(xp.int32))).tolist()
+    key = xp.empty(m + n, it)
+    root = alpha < 0
+    key[:m] = 2 * cid[xp.where(root, 0, alpha)] + side
+    key[:m][root] = 2 * m
+    key[m:] = 2 * cid[hierarchy["point_alpha"]] + hierarchy["point_side"]
+    # followers (an edge above the pick of the component holding it), the
+    # later iterations' first
+    rank = xp.arange(m, dtype=it)
+    follow = xp.flatnonzero(~root & (rank > alpha))
+    follow = follow[(xp.argsort(-rounds[follow].astype(xp.int32), kind="stable")
+                     if xp is np else xp.argsort(-rounds[follow].astype(xp.int32)))]
+    by_round = rounds[follow]
+    cuts = xp.flatnonzero(by_round[1:] != by_round[:-1]) + 1
+    bounds = [0] + cuts.tolist() + [int(follow.shape[0])]
+    for lo, hi in pairwise(bounds):
+        edge = follow[lo:hi].astype(it)
+        _place(xp, key, owner, edge, alpha[edge], m)
+    return key, owner, round_ends
+
+
+def _place(xp, key, owner, edge, target, m):
+    """Followers of one round to their chains, in place in ``key``: the first
+    chain up from their pick's whose top edge is heavier."""
+    if xp is not np:  # one thread a follower walks the chains up
+        from ..kernels.cuda.dendrogram import place_followers
+
+        place_followers(key, owner, edge, target, m)
+        return
+    while edge.shape[0]:
+        k_t = key[target]
+        top = owner[xp.minimum(k_t >> 1, m - 1)]
+        fits = (k_t == 2 * m) | (edge < top)
+        key[edge[fits]] = k_t[fits]
+        edge, target = edge[~fits], top[~fits]
