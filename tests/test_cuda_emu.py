@@ -88,3 +88,25 @@ def test_emulated_hierarchy_equals_the_rounds(emulated_cuda, name, pts, min_samp
         np.testing.assert_array_equal(a.probabilities, b.probabilities)
         np.testing.assert_array_equal(a.outlier_scores, b.outlier_scores)
     assert spanning_tree(pts, min_samples, "cuda").hierarchy is None
+
+
+@pytest.mark.parametrize("case", ["n2", "n3", "n3dup", "periodic", "periodic_mrd", "far"])
+def test_emulated_hierarchy_small_periodic_and_far(emulated_cuda, case):
+    from emst_dask.engine.core import spanning_tree
+    from emst_dask.products.chains import boruvka_chains, record_chains
+
+    rng = np.random.default_rng(1)
+    pts, k, box = {
+        "n2": (rng.random((2, 3)), 1, None), "n3": (rng.random((3, 2)), 1, None),
+        "n3dup": (np.zeros((3, 2)), 1, None),
+        "periodic": (rng.random((300, 3)).astype(np.float32), 1, np.ones(3)),
+        "periodic_mrd": (rng.random((300, 2)), 4, np.ones(2)),
+        "far": (1e6 + rng.random((300, 3)), 1, None)}[case]
+    tree = spanning_tree(pts, k, "cuda", box_size=box, hierarchy=True)
+    if box is None:  # the oracle is open space
+        check_spanning_tree(tree, pts, k)
+    got = record_chains(np, tree.hierarchy, len(pts), np.int32)
+    want = boruvka_chains(np, tree.source, tree.target, len(pts), np.int32)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[2] == want[2]
