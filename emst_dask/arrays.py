@@ -16,6 +16,12 @@ def is_device_array(a) -> bool:
     return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
 
 
+def stable_argsort(xp, a):
+    """Indices that sort ``a`` stably (equal keys keep their order): numpy's
+    ``kind="stable"``; CuPy's sort is always stable (a radix sort)."""
+    return xp.argsort(a, kind="stable") if xp is np else xp.argsort(a)
+
+
 def jump_to_roots(xp, ptr):
     """Every node's root in the forest ``ptr`` ((k,) int32 or int64 of
     ``xp``, roots where ``ptr[x] == x``; left as it is), of ``ptr``'s dtype:

@@ -30,7 +30,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..arrays import jump_to_roots
+from ..arrays import jump_to_roots, stable_argsort
 from ..errors import InputError
 
 
@@ -104,14 +104,14 @@ def _take_picks(xp, sel, rank, cid, so_far):
     return prank
 
 
-def _split(xp, sel, rank, cs, ct, new_comp):
+def _split(xp, sel, rank, cs, ct, new_comp, p):
     """After the merge: (the picks' new components, the other edges' ranks
     and new end components, whether one of those joins a component to
-    itself)."""
+    itself); p is the number of picks."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import split_edges
 
-        return split_edges(sel, rank, cs, ct, new_comp)
+        return split_edges(sel, p, rank, cs, ct, new_comp)
     item_comp = new_comp[cs[sel]]
     rest = xp.ones(rank.shape[0], bool)
     rest[sel] = False
@@ -194,7 +194,8 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         new_comp, k = _components(xp, ptr)
 
         items, item_rank = prank, prank
-        item_comp, rank, cs, ct, cycle = _split(xp, sel, rank, cs, ct, new_comp)
+        item_comp, rank, cs, ct, cycle = _split(xp, sel, rank, cs, ct, new_comp,
+                                                prank.shape[0])
         del sel, new_comp
         if cycle:
             raise InputError(f"the edges do not connect the {n} points: some close a cycle")
@@ -235,22 +236,19 @@ def record_chains(xp, hierarchy, n, it=np.int64):
     rounds = hierarchy["round"]
     m = alpha.shape[0]
     # chains numbered round by round, by rank within a round (as the rounds do)
-    owner = xp.argsort(rounds, kind="stable") if xp is np else xp.argsort(rounds)
-    owner = owner.astype(it)
+    owner = stable_argsort(xp, rounds).astype(it)
     cid = xp.empty(m, it)
     cid[owner] = xp.arange(m, dtype=it)
     round_ends = xp.cumsum(xp.bincount(rounds.astype(xp.int32))).tolist()
     key = xp.empty(m + n, it)
     root = alpha < 0
-    key[:m] = 2 * cid[xp.where(root, 0, alpha)] + side
-    key[:m][root] = 2 * m
+    key[:m] = xp.where(root, 2 * m, 2 * cid[xp.where(root, 0, alpha)] + side)
     key[m:] = 2 * cid[hierarchy["point_alpha"]] + hierarchy["point_side"]
     # followers (an edge above the pick of the component holding it), the
     # later iterations' first
     rank = xp.arange(m, dtype=it)
     follow = xp.flatnonzero(~root & (rank > alpha))
-    follow = follow[(xp.argsort(-rounds[follow].astype(xp.int32), kind="stable")
-                     if xp is np else xp.argsort(-rounds[follow].astype(xp.int32)))]
+    follow = follow[stable_argsort(xp, -rounds[follow].astype(xp.int32))]
     by_round = rounds[follow]
     cuts = xp.flatnonzero(by_round[1:] != by_round[:-1]) + 1
     bounds = [0] + cuts.tolist() + [int(follow.shape[0])]

@@ -21,7 +21,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..arrays import scatter_add
+from ..arrays import scatter_add, stable_argsort
 from ..engine.boruvka import Timers
 from .chains import boruvka_chains, index_dtype, record_chains
 
@@ -67,7 +67,7 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
         return xp.zeros((0, 2), it), xp.zeros(0, it)
     # items in chain order: edges come in rank order and a point is alone on
     # its chain, so a stable sort by chain is the sort by (chain, rank)
-    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+    order = stable_argsort(xp, key)
     order = order.astype(it, copy=False)
     skey = key[order]
     del key

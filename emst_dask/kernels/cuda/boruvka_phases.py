@@ -211,6 +211,12 @@ class BoruvkaPhases:
         return s.n_edges
 
     @classmethod
+    def _final_root(cls, bvh):
+        """The one component left: the label of position 0 (4 bytes read)."""
+        off = bvh.d * bvh.dtype.itemsize
+        return int(cls.to_host(bvh.P[off:off + 4].view(np.int32))[0])
+
+    @classmethod
     def start_hierarchy(cls, bvh, s):
         """Record every iteration's picks from now on (``k_record_picks``), for
         ``finalize_hierarchy``: 9 bytes a point.
@@ -239,9 +245,8 @@ class BoruvkaPhases:
         ``point_alpha`` (n,) int32 and ``point_side`` (n,) int8, every input
         row's first pick.
         """
-        xp, n, d, dt = cls.xp, bvh.n, bvh.d, bvh.dtype
-        off = d * dt.itemsize
-        root = int(cls.to_host(bvh.P[off:off + 4].view(np.int32))[0])
+        xp, n = cls.xp, bvh.n
+        root = cls._final_root(bvh)
         rec_point, rec_edge, rec_round = s.rec
         s.rec = None
         slot = xp.arange(n - 1, dtype=np.int32)
@@ -292,8 +297,7 @@ class BoruvkaPhases:
         m = s.n_edges
         if m != n - 1:
             raise RuntimeError(f"finalize_edges: {m} edges for {n} points")
-        off = d * dt.itemsize
-        root = int(cls.to_host(bvh.P[off:off + 4].view(np.int32))[0])
+        root = cls._final_root(bvh)
         # the tree and the search state are done with: give their memory back
         # before the outputs are allocated (the peak stays the loop's)
         bvh.nodes = bvh.delta = bvh.aux = None

@@ -17,8 +17,8 @@ import numpy as np
 from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
-            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "chain_below", "order_pairs", "size_terms",
-            "chain_bases", "chain_sizes")
+            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "chain_below",
+            "order_pairs", "size_terms", "chain_bases", "chain_sizes")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
 
@@ -170,13 +170,14 @@ def take_picks(pos, rank, cid, so_far):
     return prank
 
 
-def split_edges(pos, rank, cs, ct, new_comp):
+def split_edges(pos, p, rank, cs, ct, new_comp):
     """One pass after a round's merge: the picks' new components, and the
     other edges compacted in order with their ends' new components.
 
     Parameters
     ----------
     pos : (e,) cupy of the index type, the inclusive running count of picks.
+    p : int, the number of picks (``pos[-1]``, known to the caller).
     rank, cs, ct : (e,) same type, the round's edges.
     new_comp : (k,) same type, every component's merged component.
 
@@ -189,7 +190,6 @@ def split_edges(pos, rank, cs, ct, new_comp):
     import cupy
 
     count = int(pos.shape[0])
-    p = int(pos[-1]) if count else 0
     it = rank.dtype
     item_comp = cupy.empty(p, it)
     rest = [cupy.empty(count - p, it) for _ in range(3)]

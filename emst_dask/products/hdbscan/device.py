@@ -29,7 +29,8 @@ import functools
 import numpy as np
 from numba import njit
 
-from ...arrays import jump_to_roots, scatter_add, scatter_max, scatter_min, to_host
+from ...arrays import (jump_to_roots, scatter_add, scatter_max, scatter_min,
+                       stable_argsort, to_host)
 from ...engine.boruvka import Timers
 from ..dendrogram import dendrogram
 from ..order import sorted_edges
@@ -333,9 +334,8 @@ def _run_sums_module():
 def _stabilities(xp, cluster, lam, weight, birth, K):
     """Runs of equal (cluster, lambda), summed per cluster by increasing lambda."""
     # two stable radix sorts (lambda >= 0: its bits order it)
-    kind = {"kind": "stable"} if xp is np else {}
-    order = xp.argsort(lam.view(xp.int64), **kind)
-    order = order[xp.argsort(cluster[order], **kind)]
+    order = stable_argsort(xp, lam.view(xp.int64))
+    order = order[stable_argsort(xp, cluster[order])]
     c, lam, weight = cluster[order], lam[order], weight[order]
     del order
     r = c.shape[0]
