@@ -5,6 +5,8 @@ Only the cluster tree goes to the host (a row per cluster: about n /
 min_cluster_size at most), where the selection runs (``select``), as for
 host trees.  Steps, from the mutual-reachability tree's edges:
 
+Steps 1 to 3 are ``device_levels.level_set_clusters``:
+
 1. the binary single-linkage dendrogram in the strict edge order, in
    parallel (``products.dendrogram``);
 2. the level sets: a binary node whose parent has the same height is part of
@@ -17,7 +19,9 @@ host trees.  Steps, from the mutual-reachability tree's edges:
    below it and up the big nodes to the nearest birth);
 4. clusters numbered as on the host (breadth first, siblings by their
    smallest row), stabilities summed per cluster by increasing lambda in
-   the host's order of operations, so the selection sees the same numbers;
+   the host's order of operations, so the selection sees the same numbers
+   (from a row per big node, the points and clusters leaving there, rather
+   than a row per point);
 5. labels, probabilities and GLOSH scores, one gather per point.
 
 The result equals ``extract`` on the host (the tests compare them).
@@ -29,141 +33,13 @@ import functools
 import numpy as np
 from numba import njit
 
-from ...arrays import (jump_to_roots, scatter_add, scatter_max, scatter_min,
-                       stable_argsort, to_host)
+from ...arrays import stable_argsort, to_host
 from ...engine.boruvka import Timers
-from ..dendrogram import dendrogram
-from ..order import sorted_edges
 from .condense import CONDENSED_DTYPE
+from .device_levels import level_set_clusters
 from .scores import _nearest_selected, persistence_of_sizes
 from .select import _select
 from .tables import RUN_BLOCK, ClusterTable
-
-
-def _lam(xp, h):
-    return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
-
-
-def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=None):
-    """Steps 1 to 3: the clusters (births) and where every point leaves.
-
-    Parameters
-    ----------
-    xp : numpy or cupy.
-    s, t : (n-1,) int64; w : (n-1,) float32/float64, a spanning tree of n >= 2
-        points (checked).
-    n : int; min_cluster_size : int >= 2.
-    timers : ``engine.boruvka.Timers``, optional, for the phases' seconds.
-    hierarchy : dict of arrays, optional; the tree's recorded Borůvka picks
-        (``SpanningTree.hierarchy``): the edges are in the engine's order
-        already, and the dendrogram runs no rounds.  The level sets do not
-        depend on the order of equal heights, so the clusters are the same.
-
-    Returns
-    -------
-    dict of arrays of ``xp``: ``point_cluster`` (n,) int64 (the birth each
-    point leaves, an index into the births), ``point_lambda`` (n,) float64;
-    per birth (B,), the root last: ``parent`` int64 (-1 for the root),
-    ``birth_lambda`` float64, ``size`` int64, ``min_row`` int64 (the
-    smallest row leaving it), ``death`` float64 (the largest lambda of a
-    point leaving it), ``spine`` int64 (its big nodes: its birth node, the
-    nodes with one big child below it, the node it ends at).
-    """
-    timers = timers or Timers(enabled=False)
-    timers.start()
-    if hierarchy is None:
-        order = sorted_edges(xp, s, t, w)
-        s, t, w = s[order], t[order], w[order]
-        del order
-    timers.stop("strict_order")
-    children, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy)
-    it = children.dtype  # the dendrogram's index dtype: int32 below 2**31 nodes
-    timers.start()
-    N, R = 2 * n - 1, 2 * n - 2
-    node = xp.arange(N, dtype=it)
-    parent = xp.full(N, -1, it)
-    merge = xp.arange(n, N, dtype=it)
-    parent[children[:, 0]] = merge
-    parent[children[:, 1]] = merge
-    del children, merge
-    height = xp.empty(N, xp.float64)
-    height[:n] = -1.0  # a point is never part of its parent's merge
-    height[n:] = w
-    count = xp.empty(N, it)
-    count[:n] = 1
-    count[n:] = size
-    del size
-
-    # 2. the level sets: every node to the top of its run of equal heights
-    inner = xp.arange(n, R, dtype=it)
-    same = inner[height[parent[inner]] == height[inner]]
-    up = node.copy()
-    up[same] = parent[same]
-    del inner, same
-    top = jump_to_roots(xp, up)
-    level = node == top  # the nodes of the level-set hierarchy (points too)
-    mparent = xp.full(N, -1, it)
-    mparent[:R] = top[parent[:R]]
-    del parent, top, up
-    timers.stop("level_sets")
-
-    # 3. big nodes, births, and the cluster every point leaves
-    big = level & (count >= min_cluster_size)
-    big[R] = False
-    big_ids = xp.flatnonzero(big)
-    n_big = xp.zeros(N, it)
-    scatter_add(xp, n_big, mparent[big_ids], xp.ones(big_ids.shape[0], it))
-    birth = xp.zeros(N, bool)
-    birth[big_ids] = n_big[mparent[big_ids]] >= 2
-    birth[R] = True
-    del n_big, big_ids
-
-    climb = node.copy()  # small nodes climb while their parent is small
-    small = xp.flatnonzero(level & (count < min_cluster_size) & (node != R))
-    mp = mparent[small]
-    goes_up = (mp != R) & (count[mp] < min_cluster_size)
-    climb[small[goes_up]] = mp[goes_up]
-    del small, mp, goes_up
-    highest_small = jump_to_roots(xp, climb)[:n]
-    leave_at = mparent[highest_small]  # the lowest big node (or the root) above
-    del climb, highest_small
-    point_lambda = _lam(xp, height[leave_at])
-
-    holders = xp.flatnonzero(big | (node == R))
-    where = xp.full(N, -1, it)
-    h = holders.shape[0]
-    where[holders] = xp.arange(h, dtype=it)
-    above = where[xp.maximum(mparent[holders], 0)]  # holders' parents hold too
-    is_root = holders == R
-    to = xp.where(birth[holders], xp.arange(h, dtype=it), above)
-    holder_birth = holders[jump_to_roots(xp, to)]  # the nearest birth at or above
-    # the big nodes of each cluster's spine: the depths of the nodes the
-    # clusters are born at follow on the host (``host_numbers``)
-    spine = xp.zeros(N, it)
-    scatter_add(xp, spine, holder_birth, xp.ones(h, it))
-    del to, above, is_root
-
-    births = xp.flatnonzero(birth)  # by node id: a birth's parent comes later
-    B = int(births.shape[0])
-    index = xp.full(N, -1, it)
-    index[births] = xp.arange(B, dtype=it)
-    point_cluster = index[holder_birth[where[leave_at]]]
-    del leave_at
-    b_parent = xp.full(B, -1, it)
-    b_lambda = xp.zeros(B, xp.float64)
-    if B > 1:
-        above = mparent[births[:-1]]
-        b_parent[:-1] = index[holder_birth[where[above]]]
-        b_lambda[:-1] = _lam(xp, height[above])
-    min_row = xp.full(B, n, it)
-    scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=it))
-    death = xp.zeros(B, xp.float64)
-    scatter_max(xp, death, point_cluster, point_lambda)
-    timers.stop("runt_pruning")
-    i64 = functools.partial(xp.asarray, dtype=xp.int64)
-    return dict(point_cluster=i64(point_cluster), point_lambda=point_lambda,
-                parent=i64(b_parent), birth_lambda=b_lambda, size=i64(count[births]),
-                min_row=i64(min_row), death=death, spine=i64(spine[births]))
 
 
 @njit(cache=True)
@@ -331,24 +207,37 @@ def _run_sums_module():
     return cupy.RawModule(code=_RUN_SUMS)
 
 
-def _stabilities(xp, cluster, lam, weight, birth, K):
-    """Runs of equal (cluster, lambda), summed per cluster by increasing lambda."""
-    # two stable radix sorts (lambda >= 0: its bits order it)
-    order = stable_argsort(xp, lam.view(xp.int64))
-    order = order[stable_argsort(xp, cluster[order])]
-    c, lam, weight = cluster[order], lam[order], weight[order]
+def _stabilities(xp, row_cluster, row_lam, row_count, birth, K):
+    """Runs of equal (cluster, lambda), summed per cluster by increasing lambda.
+
+    Parameters
+    ----------
+    row_cluster : (r,) integer, row_lam : (r,) float64, row_count : (r,)
+        int64 arrays of ``xp``: rows (points or child clusters leaving a
+        cluster at a lambda, with their count) by increasing lambda, equal
+        lambdas adjacent; rows of count 0 are skipped.
+    birth : (K,) float64 array of ``xp``; K : int.
+
+    Returns
+    -------
+    (K,) float64 array of ``xp``.
+    """
+    keep = xp.flatnonzero(row_count > 0)
+    c = row_cluster[keep]
+    order = keep[stable_argsort(xp, c)]  # by cluster, then lambda
+    del keep
+    c, lam, cnt = row_cluster[order], row_lam[order], row_count[order]
     del order
     r = c.shape[0]
     new = xp.ones(r, bool)
     new[1:] = (c[1:] != c[:-1]) | (lam[1:] != lam[:-1])
     starts = xp.flatnonzero(new)
-    total = xp.cumsum(weight)
+    total = xp.cumsum(cnt)
     ends = xp.empty_like(starts)
     ends[:-1] = starts[1:]
     ends[-1:] = r
-    run_cnt = total[ends - 1] - total[starts] + weight[starts]
-    run_c = c[starts]
-    offsets = xp.searchsorted(run_c, xp.arange(K + 1, dtype=xp.int64))
+    run_cnt = total[ends - 1] - total[starts] + cnt[starts]
+    offsets = xp.searchsorted(c[starts], xp.arange(K + 1, dtype=c.dtype)).astype(xp.int64)
     return _run_sums(xp, offsets, lam[starts], run_cnt, birth)
 
 
@@ -393,21 +282,23 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
         np.maximum.at(death, cparent[1:], birth[1:])
         size[0] = size[1:][cparent[1:] == 0].sum()
 
-    pcl = xp.asarray(number)[got["point_cluster"]]  # the cluster each point leaves
+    it = got["point_cluster"].dtype  # the dendrogram's index dtype
+    pcl = xp.asarray(number.astype(it))[got["point_cluster"]]  # the cluster each point leaves
     lam = got["point_lambda"]
+    row_cluster = xp.asarray(number.astype(it))[got["holder_birth"]]
+    row_lam, row_count = got["holder_lambda"], got["holder_count"]
     del got
     timers.stop("cluster_tree")
-    rows_c = xp.concatenate([pcl, xp.asarray(cparent[1:])])
-    rows_lam = xp.concatenate([lam, xp.asarray(birth[1:])])
-    rows_w = xp.concatenate([xp.ones(n, xp.int64), xp.asarray(size[1:])])
-    stability = to_host(_stabilities(xp, rows_c, rows_lam, rows_w, xp.asarray(birth), K))
-    del rows_c, rows_lam, rows_w
+    stability = to_host(_stabilities(xp, row_cluster, row_lam, row_count, xp.asarray(birth),
+                                     K))
+    del row_cluster, row_lam, row_count
     timers.stop("stabilities")
     table = ClusterTable(cparent, birth, death, size, stability)
     selected, eom_stab = _select(table, n, method, allow_single, eps, max_size)
     timers.stop("selection")
 
-    # labels and probabilities (``scores._label_points``, one gather per point)
+    # labels and probabilities (``scores._label_points``, one gather per point;
+    # in place where it can, so that few (n,) temporaries are held at once)
     mask = np.zeros(K, np.bool_)
     rank = np.full(K, -1, np.int64)
     k_sel = selected - n
@@ -416,24 +307,39 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     anc = _nearest_selected(cparent, mask)
     single_root = bool(allow_single and k_sel.shape[0] == 1 and mask[0])
     threshold = 1.0 / eps if eps != 0.0 else float(death[0])
-    sel = xp.asarray(anc)[pcl]
-    keep = (sel >= 0) & ((sel != 0) | (single_root & (lam >= threshold)))
-    safe = xp.maximum(sel, 0)
-    labels = xp.where(keep, xp.asarray(rank)[safe], -1)
-    d = xp.asarray(death)[safe]
-    capped = xp.minimum(xp.where(xp.isinf(lam), 0.0, lam), d)
-    prob = xp.where(keep, xp.where((d == 0.0) | xp.isinf(lam), 1.0,
-                                   capped / xp.where(d == 0.0, 1.0, d)), 0.0)
-    del sel, keep, safe, d, capped
+    sel = xp.asarray(anc.astype(it))[pcl]  # the nearest selected cluster at or above
+    keep = sel >= 0
+    keep &= (sel != 0) | (lam >= threshold) if single_root else sel != 0
+    xp.maximum(sel, 0, out=sel)
+    labels = xp.asarray(rank)[sel]
+    xp.copyto(labels, -1, where=~keep)
+    d = xp.asarray(death)[sel]
+    del sel
+    inf = xp.isinf(lam)
+    prob = xp.where(inf, 0.0, lam)
+    xp.minimum(prob, d, out=prob)
+    zero = d == 0.0
+    xp.copyto(d, 1.0, where=zero)
+    prob /= d
+    del d
+    zero |= inf
+    xp.copyto(prob, 1.0, where=zero)
+    xp.copyto(prob, 0.0, where=~keep)
+    del keep, inf, zero
 
     # GLOSH (``scores._glosh``): the largest lambda below each cluster
     mx = xp.asarray(_subtree_max(cparent, death))[pcl]
     finite = xp.isfinite(lam)
+    zero = (mx == 0.0) | ~finite
     plain = xp.isfinite(mx) & (mx != 0.0)
-    safe_mx = xp.where(plain, mx, 1.0)
-    scores = xp.where((mx == 0.0) | ~finite, 0.0,
-                      xp.where(plain, (safe_mx - xp.where(finite, lam, 0.0)) / safe_mx, 1.0))
-    del mx, finite, plain, safe_mx
+    xp.copyto(mx, 1.0, where=~plain)
+    scores = xp.where(finite, lam, 0.0)
+    xp.subtract(mx, scores, out=scores)
+    scores /= mx
+    del mx, finite
+    xp.copyto(scores, 1.0, where=~plain)
+    xp.copyto(scores, 0.0, where=zero)
+    del plain, zero
 
     sizes = to_host(xp.bincount(labels[labels >= 0], minlength=k_sel.shape[0]))
     lam_max = max(float(lam.max()), float(birth.max()) if K else 0.0)
@@ -462,7 +368,7 @@ class DeviceCondensed:
             out["child"][:K - 1] = np.arange(1, K) + n
             out["lambda_val"][:K - 1] = birth[1:]
             out["child_size"][:K - 1] = size[1:]
-            out["parent"][K - 1:] = to_host(pcl) + n
+            out["parent"][K - 1:] = to_host(pcl).astype(np.int64) + n
             out["child"][K - 1:] = np.arange(n)
             out["lambda_val"][K - 1:] = to_host(lam)
             out["child_size"][K - 1:] = 1

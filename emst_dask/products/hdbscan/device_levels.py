@@ -1,0 +1,165 @@
+"""Steps 1 to 3 of HDBSCAN* where the tree is (``device``): the binary
+dendrogram, its level sets and the runt pruning, whole-array (CuPy on the
+device; numpy in the tests).
+
+Memory is what bounds the largest cloud one GPU clusters, so the work holds
+few whole arrays: node ``v < n`` is point ``v`` and node ``n + i`` the merge
+of edge ``i``, whose height is ``w[i]`` (no copy); per-merge arrays have
+``n - 1`` entries, in the dendrogram's index dtype (int32 below 2**31
+nodes); and everything per cluster is kept per *holder* (a big merge or the
+root), of which there are usually far fewer than points.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...arrays import jump_to_roots, scatter_add, scatter_max, scatter_min
+from ...engine.boruvka import Timers
+from ..dendrogram import dendrogram
+from ..order import sorted_edges
+
+
+def _lam(xp, h):
+    """lambda = 1 / height (float64; inf at height 0)."""
+    h = h.astype(xp.float64, copy=False)
+    return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
+
+
+def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=None):
+    """Steps 1 to 3: the clusters (births) and where every point leaves.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    s, t : (n-1,) int64; w : (n-1,) float32/float64, a spanning tree of n >= 2
+        points (checked).
+    n : int; min_cluster_size : int >= 2.
+    timers : ``engine.boruvka.Timers``, optional, for the phases' seconds.
+    hierarchy : dict of arrays, optional; the tree's recorded Borůvka picks
+        (``SpanningTree.hierarchy``): the edges are in the engine's order
+        already, and the dendrogram runs no rounds.  The level sets do not
+        depend on the order of equal heights, so the clusters are the same.
+
+    Returns
+    -------
+    dict of arrays of ``xp``, ``it`` the dendrogram's index dtype (int32 or
+    int64):
+
+    - per point (n,): ``point_cluster`` it, the birth each point leaves (an
+      index into the births); ``point_lambda`` float64, where it leaves;
+    - per birth (B,), the root last: ``parent`` int64 (-1 for the root),
+      ``birth_lambda`` float64, ``size`` int64, ``min_row`` int64 (the
+      smallest row leaving it), ``death`` float64 (the largest lambda of a
+      point leaving it), ``spine`` int64 (its big nodes: its birth node, the
+      nodes with one big child below it, the node it ends at);
+    - per holder (h,), by increasing lambda (ties adjacent): ``holder_birth``
+      it, the birth holding it; ``holder_lambda`` float64;
+      ``holder_count`` int64, the points leaving there plus the sizes of
+      the clusters born just below it (the rows of the stabilities).
+    """
+    timers = timers or Timers(enabled=False)
+    timers.start()
+    if hierarchy is None:
+        order = sorted_edges(xp, s, t, w)
+        s, t, w = s[order], t[order], w[order]
+        del order
+    timers.stop("strict_order")
+    children, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy)
+    del s, t
+    it = children.dtype.type
+    timers.start()
+    m, N, R = n - 1, 2 * n - 1, 2 * n - 2
+    mcs = min_cluster_size
+    parent = xp.full(N, -1, it)
+    merge = xp.arange(n, N, dtype=it)
+    parent[children[:, 0]] = merge
+    parent[children[:, 1]] = merge
+    del children, merge
+
+    # 2. the level sets: every merge to the top of its run of equal heights
+    # (a point is never part of its parent's merge); indices of merges i = v - n
+    up = xp.arange(m, dtype=it)
+    pm = parent[n:R] - n
+    xp.copyto(up[:-1], pm, where=w[pm] == w[:-1])
+    del pm
+    top = jump_to_roots(xp, up)
+    del up
+    level = top == xp.arange(m, dtype=it)  # the merges that are nodes of the level sets
+    top += n
+    for lo, hi in ((0, n), (n, R)):  # level-set parents, in place of the parents
+        if hi > lo:
+            xp.take(top, parent[lo:hi] - n, out=parent[lo:hi])
+    mparent = parent  # node ids, -1 for the root
+    del parent, top
+    timers.stop("level_sets")
+
+    # 3. big merges, births, and the cluster every point leaves
+    big = level & (size >= mcs)
+    big[-1] = False
+    big_ids = xp.flatnonzero(big)
+    up_big = mparent[big_ids + n] - n
+    n_big = xp.zeros(m, it)
+    scatter_add(xp, n_big, up_big, xp.ones(big_ids.shape[0], it))
+    birth = xp.zeros(m, bool)
+    birth[big_ids] = n_big[up_big] >= 2
+    birth[-1] = True
+    del n_big, big_ids, up_big
+
+    # small nodes (all points, small level merges) climb while their
+    # level-set parent is small: the top of the climb leaves at its parent
+    climb = xp.arange(N, dtype=it)
+    mp = mparent[:R]
+    goes = (mp != R) & (size[mp - n] < mcs)
+    goes[n:] &= level[:-1] & (size[:-1] < mcs)
+    xp.copyto(climb[:R], mp, where=goes)
+    del mp, goes, level
+    highest_small = jump_to_roots(xp, climb)
+    del climb
+    leave_at = mparent[highest_small[:n]] - n  # the lowest big merge (or the root) above
+    del highest_small
+    point_lambda = _lam(xp, w[leave_at])
+
+    big[-1] = True  # the holders: big merges and the root, by node id
+    holders = xp.flatnonzero(big)
+    del big
+    h = holders.shape[0]
+    where = xp.full(m, -1, it)
+    where[holders] = xp.arange(h, dtype=it)
+    leave_holder = where[leave_at]
+    del leave_at
+    above = where[xp.maximum(mparent[holders + n], n) - n]  # the root's is not read
+    to = xp.where(birth[holders], xp.arange(h, dtype=it), above)
+    holder_birth = jump_to_roots(xp, to)  # the holder of the nearest birth at or above
+    del to, above
+    births = xp.flatnonzero(birth)  # by node id: a birth's parent comes later
+    del birth
+    B = int(births.shape[0])
+    holder_birth = xp.searchsorted(births, holders[holder_birth]).astype(it)
+    point_cluster = holder_birth[leave_holder]
+    spine = xp.zeros(B, it)  # the big nodes of each cluster's spine (``host_numbers``)
+    scatter_add(xp, spine, holder_birth, xp.ones(h, it))
+
+    holder_count = xp.bincount(leave_holder, minlength=h).astype(xp.int64, copy=False)
+    del leave_holder
+    b_parent = xp.full(B, -1, it)
+    b_lambda = xp.zeros(B, xp.float64)
+    b_size = size[births].astype(xp.int64)
+    if B > 1:
+        above = mparent[births[:-1] + n] - n
+        b_parent[:-1] = holder_birth[where[above]]
+        b_lambda[:-1] = _lam(xp, w[above])
+        scatter_add(xp, holder_count, where[above], b_size[:-1])
+        del above
+    del mparent, size, where
+    min_row = xp.full(B, n, it)
+    scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=it))
+    death = xp.zeros(B, xp.float64)
+    scatter_max(xp, death, point_cluster, point_lambda)
+    holder_lambda = _lam(xp, w[holders])
+    timers.stop("runt_pruning")
+    i64 = xp.int64
+    return {"point_cluster": point_cluster, "point_lambda": point_lambda,
+            "parent": b_parent.astype(i64), "birth_lambda": b_lambda, "size": b_size,
+            "min_row": min_row.astype(i64), "death": death, "spine": spine.astype(i64),
+            "holder_birth": holder_birth[::-1], "holder_lambda": holder_lambda[::-1],
+            "holder_count": holder_count[::-1]}
