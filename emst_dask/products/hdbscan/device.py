@@ -43,9 +43,10 @@ from .tables import RUN_BLOCK, ClusterTable
 
 
 @njit(cache=True)
-def _preorder(parent, low):
+def _preorder(parent, by_low):
     """Depth-first preorder of the births' tree (root last in the input,
-    parents after children), the children of a birth by increasing ``low``."""
+    parents after children), the children of a birth by increasing ``low``
+    (``by_low``: the births in that order)."""
     B = parent.shape[0]
     kids = np.zeros(B + 1, np.int64)
     for b in range(B - 1):
@@ -54,9 +55,10 @@ def _preorder(parent, low):
         kids[b + 1] += kids[b]
     fill = kids[:-1].copy()
     lst = np.empty(max(B - 1, 0), np.int64)
-    for b in range(B - 1):
-        lst[fill[parent[b]]] = b
-        fill[parent[b]] += 1
+    for b in by_low:  # so every birth's children are listed by low
+        if b != B - 1:
+            lst[fill[parent[b]]] = b
+            fill[parent[b]] += 1
     pre = np.empty(B, np.int64)
     stack = np.empty(B, np.int64)
     stack[0] = B - 1
@@ -66,10 +68,8 @@ def _preorder(parent, low):
         c = stack[top]
         pre[c] = seen
         seen += 1
-        part = lst[kids[c]:kids[c + 1]]
-        part = part[np.argsort(low[part], kind="mergesort")]
-        for i in range(part.shape[0] - 1, -1, -1):  # the smallest row on top
-            stack[top] = part[i]
+        for i in range(kids[c + 1] - 1, kids[c] - 1, -1):  # the smallest row on top
+            stack[top] = lst[i]
             top += 1
     return pre
 
@@ -113,11 +113,17 @@ def host_numbers(parent, min_row, spine):
     """
     B = parent.shape[0]
     low, split = _upward(parent, min_row, spine)
-    pre = _preorder(parent, low)
+    pre = _preorder(parent, np.argsort(low, kind="stable"))
+    # by (split, pre): the parents of the clusters born at one depth are not
+    # nested (a cluster ends deeper than its parent), so their depth-first
+    # order is their children's, and siblings come in ``pre`` by low
+    split, pre = split[:-1], pre[:-1]
+    if B < 2 or int(split.max()) < (1 << 62) // B:
+        order = np.argsort(split * B + pre)  # unique keys
+    else:
+        order = np.lexsort((pre, split))
     number = np.zeros(B, np.int64)
-    rest = np.arange(B - 1)
-    order = np.lexsort((low[rest], pre[parent[rest]], split[rest]))
-    number[rest[order]] = np.arange(1, B)
+    number[order] = np.arange(1, B)
     return number
 
 

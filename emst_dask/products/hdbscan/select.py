@@ -43,10 +43,17 @@ def _eom(cparent, stability, size, allow_single, max_size):
         fill[cparent[k]] += 1
     for k in range(K - 1, -1, -1):  # children first
         if k > 0 or allow_single:
-            vals = np.sort(stab[kids[offsets[k]:offsets[k + 1]]])
+            lo, hi = offsets[k], offsets[k + 1]
             sub = 0.0
-            for v in vals:
-                sub += v
+            if hi - lo == 1:
+                sub += stab[kids[lo]]
+            elif hi - lo == 2:  # most clusters: no sort (and no allocation)
+                a, b = stab[kids[lo]], stab[kids[lo + 1]]
+                sub += min(a, b)
+                sub += max(a, b)
+            elif hi > lo:
+                for v in np.sort(stab[kids[lo:hi]]):
+                    sub += v
             if sub > stab[k] or size[k] > max_size:
                 stab[k] = sub
             else:
