@@ -38,6 +38,24 @@ def jump_to_roots(xp, ptr):
         ptr = up
 
 
+def tally(xp, key, k, first=False):
+    """Per value in [0, k) of ``key`` ((c,) int32 or int64 of ``xp``;
+    negative entries skipped): how many items hold it ((k,) int64) and,
+    with ``first``, the lowest item holding it ((k,) of key's dtype, c for
+    none; else None).  On CuPy one pass with an atomic per warp and value."""
+    if xp is not np:
+        from .kernels.cuda.dendrogram import tally as device_tally
+
+        return device_tally(xp.ascontiguousarray(key), int(k), first)
+    items = np.flatnonzero(key >= 0)
+    total = np.bincount(key[items], minlength=k).astype(np.int64, copy=False)
+    if not first:
+        return total, None
+    low = np.full(k, key.shape[0], key.dtype)
+    np.minimum.at(low, key[items], items.astype(key.dtype))
+    return total, low
+
+
 def scatter_min(xp, a, idx, values):
     """``a[idx] = min(a[idx], values)`` with repeated indices, in place.
 

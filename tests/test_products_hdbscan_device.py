@@ -177,3 +177,46 @@ def test_cupy_deep_chains_equal_host():
     dev.labels, dev.probabilities = dev.labels.get(), dev.probabilities.get()
     dev.outlier_scores = dev.outlier_scores.get()
     same(host, dev)
+
+
+def _tally_brute(key, k):
+    total = np.zeros(k, np.int64)
+    low = np.full(k, len(key), key.dtype)
+    for i, v in enumerate(key.tolist()):
+        if v >= 0:
+            total[v] += 1
+            low[v] = min(low[v], i)
+    return total, low
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_tally_counts_and_first_items(dtype):
+    from emst_dask.arrays import tally
+
+    rng = np.random.default_rng(8)
+    # long runs of one value (a warp's lanes alike), scattered values, skips
+    key = np.r_[np.full(300, 3), rng.integers(-1, 9, 700), np.full(70, -1),
+                rng.integers(0, 2, 500)].astype(dtype)
+    total, low = tally(np, key, 10, first=True)
+    want_total, want_low = _tally_brute(key, 10)
+    np.testing.assert_array_equal(total, want_total)
+    np.testing.assert_array_equal(low, want_low)
+    assert low.dtype == key.dtype and total.dtype == np.int64
+    assert tally(np, key, 10)[1] is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_cupy_tally_equals_host(dtype):
+    cupy = pytest.importorskip("cupy")
+    from emst_dask.arrays import tally
+
+    rng = np.random.default_rng(9)
+    n = 3_000_000
+    key = np.where(rng.random(n) < 0.7, 0, rng.integers(-1, 50_000, n)).astype(dtype)
+    key[1_000_000:1_000_100] = 7  # a run crossing warps
+    want = tally(np, key, 50_000, first=True)
+    got = tally(cupy, cupy.asarray(key), 50_000, first=True)
+    np.testing.assert_array_equal(got[0].get(), want[0])
+    np.testing.assert_array_equal(got[1].get(), want[1])
+    assert tally(cupy, cupy.asarray(key), 50_000)[1] is None

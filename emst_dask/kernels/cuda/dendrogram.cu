@@ -240,3 +240,23 @@ __global__ void chain_sizes(const I* __restrict__ skey, const I* __restrict__ or
         if (last && k < 2 * m) atomicAdd((U*)&weight[owner[k >> 1]], (U)within);
     }
 }
+
+// Per value k >= 0 of key: how many items hold it (total[k] += ...) and,
+// with first, the lowest item holding it (atomic minimum; first[k] starts
+// above every item).  The lanes of a warp holding one value add once, so
+// a value held by millions of items (the points leaving the root cluster)
+// costs one atomic a warp, not one a point.  Negative keys are skipped.
+template <typename I>
+__global__ void tally(const I* __restrict__ key, long long count,
+                      unsigned long long* total, I* first) {
+    typedef typename Unsigned<I>::type U;
+    GRID_STRIDE(i, count) {
+        I k = key[i];
+        unsigned group = __match_any_sync(__activemask(), k);
+        // lanes hold consecutive items: the group's lowest lane, its first item
+        if (k >= 0 && (threadIdx.x & 31) == __ffs(group) - 1) {
+            atomicAdd(&total[k], (unsigned long long)__popc(group));
+            if (first) atomicMin((U*)&first[k], (U)i);
+        }
+    }
+}

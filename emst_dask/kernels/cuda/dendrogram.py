@@ -1,7 +1,7 @@
 """CUDA kernels for steps of the parallel dendrogram (``products.chains``,
 ``products.dendrogram``) that are one thread per item here and many
-whole-array passes there, and the roots of a forest
-(``arrays.jump_to_roots`` on CuPy arrays).
+whole-array passes there, the roots of a forest (``arrays.jump_to_roots``
+on CuPy arrays) and counts per value (``arrays.tally``).
 
 Every kernel is a template over the index type: int32 arrays while the
 items fit (``products.chains.index_dtype``), int64 beyond; all the
@@ -18,7 +18,7 @@ from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
             "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "chain_below",
-            "order_pairs", "size_terms", "chain_bases", "chain_sizes")
+            "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
 
@@ -272,3 +272,28 @@ def chain_sizes(skey, order, owner, weight, size, lo, hi, m):
     _launch("chain_bases", skey, count, (skey, scan, np.int64(lo), np.int64(hi), base))
     _launch("chain_sizes", skey, count, (skey, order, owner, scan, base, np.int64(lo),
                                          np.int64(hi), np.int64(m), size, weight))
+
+
+def tally(key, k, first=False):
+    """Per value in [0, k): the items of ``key`` holding it, and the lowest.
+
+    Parameters
+    ----------
+    key : (c,) int32 or int64 cupy array, C-contiguous; negative entries
+        are skipped.
+    k : int, the values' range.
+    first : bool, also the lowest item holding each value.
+
+    Returns
+    -------
+    total : (k,) int64 cupy array.
+    low : (k,) cupy array of key's type, ``c`` for a value no item holds
+        (None without ``first``).
+    """
+    import cupy
+
+    count = int(key.shape[0])
+    total = cupy.zeros(k, cupy.int64)
+    low = cupy.full(k, count, key.dtype) if first else None
+    _launch("tally", key, count, (key, np.int64(count), total, low if first else np.intp(0)))
+    return total, low

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...arrays import jump_to_roots, scatter_add, scatter_max, scatter_min
+from ...arrays import jump_to_roots, scatter_add, tally
 from ...engine.boruvka import Timers
 from ..dendrogram import dendrogram
 from ..order import sorted_edges
@@ -136,11 +136,16 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     B = int(births.shape[0])
     holder_birth = xp.searchsorted(births, holders[holder_birth]).astype(it)
     point_cluster = holder_birth[leave_holder]
-    spine = xp.zeros(B, it)  # the big nodes of each cluster's spine (``host_numbers``)
-    scatter_add(xp, spine, holder_birth, xp.ones(h, it))
-
-    holder_count = xp.bincount(leave_holder, minlength=h).astype(xp.int64, copy=False)
+    spine, _ = tally(xp, holder_birth, B)  # the big nodes of each cluster's spine
+    holder_count, _ = tally(xp, leave_holder, h)
     del leave_holder
+    holder_lambda = _lam(xp, w[holders])
+    # a birth's death, the largest lambda of a point leaving it: at its
+    # lowest holder with points (heights grow with node ids)
+    _, first = tally(xp, xp.where(holder_count > 0, holder_birth, -1), B, first=True)
+    death = xp.where(first < h, holder_lambda[xp.minimum(first, h - 1)], 0.0)
+    del first
+    _, min_row = tally(xp, point_cluster, B, first=True)  # n for none
     b_parent = xp.full(B, -1, it)
     b_lambda = xp.zeros(B, xp.float64)
     b_size = size[births].astype(xp.int64)
@@ -151,15 +156,10 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
         scatter_add(xp, holder_count, where[above], b_size[:-1])
         del above
     del mparent, size, where
-    min_row = xp.full(B, n, it)
-    scatter_min(xp, min_row, point_cluster, xp.arange(n, dtype=it))
-    death = xp.zeros(B, xp.float64)
-    scatter_max(xp, death, point_cluster, point_lambda)
-    holder_lambda = _lam(xp, w[holders])
     timers.stop("runt_pruning")
     i64 = xp.int64
     return {"point_cluster": point_cluster, "point_lambda": point_lambda,
             "parent": b_parent.astype(i64), "birth_lambda": b_lambda, "size": b_size,
-            "min_row": min_row.astype(i64), "death": death, "spine": spine.astype(i64),
+            "min_row": min_row.astype(i64), "death": death, "spine": spine,
             "holder_birth": holder_birth[::-1], "holder_lambda": holder_lambda[::-1],
             "holder_count": holder_count[::-1]}
