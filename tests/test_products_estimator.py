@@ -117,6 +117,30 @@ def test_bad_parameters_refused_before_any_work(X, bad, monkeypatch):
         HDBSCAN(**{"min_cluster_size": 5, **bad}).fit(X)
 
 
+def test_a_refit_drops_the_former_results_first(X, monkeypatch):
+    import emst_dask.engine.core
+
+    est = HDBSCAN(min_cluster_size=20, min_samples=3, backend="cpu").fit(X)
+    first = est.labels_.copy()
+    seen = {}
+    real = emst_dask.engine.core.boruvka
+
+    def spy(*a, **k):  # the former results are gone before the new tree
+        seen["held"] = [n for n in ("labels_", "minimum_spanning_tree_", "condensed_tree_")
+                        if hasattr(est, n)]
+        return real(*a, **k)
+
+    monkeypatch.setattr(emst_dask.engine.core, "boruvka", spy)
+    est.fit(X[:600])
+    assert seen["held"] == [] and est.labels_.shape == (600,)
+    monkeypatch.setattr(emst_dask.engine.core, "boruvka", real)
+    with pytest.raises(InputError):  # a failed fit leaves no stale results
+        est.fit(np.r_[X[:10], [[np.nan, 0.0]]])
+    assert not hasattr(est, "labels_") and est.single_linkage_tree_ is None
+    np.testing.assert_array_equal(est.fit(X).labels_, first)
+    assert est.fit_tree(est.minimum_spanning_tree_).labels_.shape == first.shape
+
+
 def test_min_samples_above_n_refused():
     with pytest.raises(InputError, match="min_samples"):
         HDBSCAN(min_cluster_size=5, min_samples=50, backend="cpu").fit(blobs(30))
