@@ -30,15 +30,12 @@ def halos_on_device(n, dim=3, seed=0):
     import cupy
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    n_bg = int(0.3 * n)
-    n_cl = n - n_bg
-    n_halos = max(1, n_cl // 400)
-    weights = rng.pareto(0.9, n_halos) + 1.0
-    counts = rng.multinomial(n_cl, weights / weights.sum())
-    centres = cupy.asarray(rng.random((n_halos, dim)))
-    radii = cupy.asarray(0.004 * (counts / 400.0 + 1.0) ** (1.0 / 3.0))
-    which = np.repeat(np.arange(n_halos, dtype=np.int32), counts)
+    from emst_dask.datasets import halo_catalogue
+
+    counts, centres, radii = halo_catalogue(n, dim, np.random.default_rng(seed))
+    n_cl = int(counts.sum())
+    centres, radii = cupy.asarray(centres), cupy.asarray(radii)
+    which = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
     g = cupy.random.RandomState(seed)
     pts = cupy.empty((n, dim), dtype=cupy.float32)
     step = 1 << 26  # in slices: the float64 temporaries stay small
