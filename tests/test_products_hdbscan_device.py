@@ -66,6 +66,16 @@ def test_whole_array_equals_host(name, params, k):
     same(host, whole)
 
 
+@pytest.mark.parametrize("name", ["lattice", "duplicates"])
+def test_int64_indices_equal_the_host(name, monkeypatch):
+    # above 2**31 dendrogram nodes every index is int64: the same clusters
+    import emst_dask.products.dendrogram as dendrogram_module
+
+    monkeypatch.setattr(dendrogram_module, "index_dtype", lambda m, n: np.int64)
+    host, whole = both(clouds(3)[name], 3, min_cluster_size=6)
+    same(host, whole)
+
+
 def test_tiny_and_degenerate_clouds():
     rng = np.random.default_rng(4)
     for pts in (np.zeros((2, 2)), np.zeros((40, 3)), rng.random((3, 2)), rng.random((7, 1)),
