@@ -3,9 +3,8 @@ per-point results, whole-array (CuPy on the device; numpy in the tests).
 
 Only the cluster tree goes to the host (a row per cluster: about n /
 min_cluster_size at most), where the selection runs (``select``), as for
-host trees.  Steps, from the mutual-reachability tree's edges:
-
-Steps 1 to 3 are ``device_levels.level_set_clusters``:
+host trees.  Steps, from the mutual-reachability tree's edges (1 to 3 in
+``device_levels.level_set_clusters``):
 
 1. the binary single-linkage dendrogram in the strict edge order, in
    parallel (``products.dendrogram``);
