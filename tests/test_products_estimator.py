@@ -141,6 +141,17 @@ def test_a_refit_drops_the_former_results_first(X, monkeypatch):
     assert est.fit_tree(est.minimum_spanning_tree_).labels_.shape == first.shape
 
 
+def test_out_of_memory_says_what_to_do(X, monkeypatch):
+    import emst_dask.api
+
+    def oom(*a, **k):
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(emst_dask.api, "emst", oom)
+    with pytest.raises(MemoryError, match=r"1,200 points ran out of memory.*partitions="):
+        HDBSCAN(min_cluster_size=20, backend="cpu").fit(X)
+
+
 def test_min_samples_above_n_refused():
     with pytest.raises(InputError, match="min_samples"):
         HDBSCAN(min_cluster_size=5, min_samples=50, backend="cpu").fit(blobs(30))

@@ -160,6 +160,14 @@ class HDBSCAN:
         Returns
         -------
         self
+
+        Raises
+        ------
+        InputError
+            A bad parameter or input, before any work.
+        MemoryError
+            The fit in this process ran out of (device) memory: the message
+            says how much a point takes and what to do instead.
         """
         from ..api import emst
         from ..io.source import is_in_memory
@@ -173,11 +181,14 @@ class HDBSCAN:
             if self.out is not None:
                 raise InputError("out= writes the clusters where the tree is computed; "
                                  "with partitions= the tree comes here: drop out=")
-            # an in-process CUDA tree records Borůvka's picks for the dendrogram
-            tree = emst(X, min_samples=k, backend=self.backend, client=self.client,
-                        partitions=self.partitions, progress=progress,
-                        hierarchy=self.partitions is None)
-            return self.fit_tree(tree, device_out=is_device_array(X))
+            try:
+                # an in-process CUDA tree records Borůvka's picks for the dendrogram
+                tree = emst(X, min_samples=k, backend=self.backend, client=self.client,
+                            partitions=self.partitions, progress=progress,
+                            hierarchy=self.partitions is None)
+                return self.fit_tree(tree, device_out=is_device_array(X))
+            except MemoryError as e:  # CuPy's and thrust's out-of-memory errors
+                raise MemoryError(_out_of_memory(X, e)) from e
         from ..distributed.service import emst as service_emst
 
         res = service_emst(X, client=self.client, min_samples=k, backend=self.backend,
@@ -297,6 +308,23 @@ class HDBSCAN:
     def fit_predict(self, X, y=None) -> np.ndarray:
         """``fit(X).labels_``."""
         return self.fit(X).labels_
+
+
+def _out_of_memory(X, e) -> str:
+    """What to do when a fit ran out of memory (``e``)."""
+    n = getattr(X, "shape", (None,))[0]
+    points = f"{n:,} points" if n is not None else "this cloud"
+    return (f"HDBSCAN of {points} ran out of memory ({type(e).__name__}: {e}). On a GPU "
+            f"the fit holds about {DEVICE_BYTES_PER_POINT_FIT} bytes a point beyond the "
+            "points (one 80 GB H100: about 650 million 3-D float32 points); give "
+            "partitions= to compute the tree in parts (the clusters are then computed "
+            "on the host), or use a larger GPU")
+
+
+#: peak device memory of ``HDBSCAN.fit`` per point beyond the points, as the
+#: CuPy pool held it (H100, halos 3-D float32, 100M points): 95 bytes in use
+#: at the dendrogram's chain sort, the pool's blocks on top
+DEVICE_BYTES_PER_POINT_FIT = 110
 
 
 _FITTED = ("labels_", "probabilities_", "outlier_scores_", "condensed_tree_",
