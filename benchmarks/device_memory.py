@@ -25,7 +25,7 @@ def main():
     from cupy.cuda import memory_hook
 
     from emst_dask import HDBSCAN, datasets, emst
-    from emst_dask.engine import boruvka
+    from emst_dask.engine.boruvka import Timers
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=lambda s: int(float(s)), default=100_000_000)
@@ -54,13 +54,13 @@ def main():
             self.cur = {"peak": 0, "where": None}
 
     hook = Peak()
-    stop = boruvka.Timers.stop
+    stop = Timers.stop
 
     def marking_stop(self, name):
         stop(self, name)
         hook.mark(name)
 
-    boruvka.Timers.stop = marking_stop
+    Timers.stop = marking_stop
     X = cupy.asarray(datasets.halos(a.n, 3, 0))
     HDBSCAN(min_cluster_size=100, min_samples=10, backend="cuda").fit(
         cupy.asarray(datasets.halos(100_000, 3, 1)))
