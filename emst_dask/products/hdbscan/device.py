@@ -229,9 +229,11 @@ def _stabilities(xp, row_cluster, row_lam, row_count, birth, K):
     """
     keep = xp.flatnonzero(row_count > 0)
     c = row_cluster[keep]
-    order = keep[stable_argsort(xp, c)]  # by cluster, then lambda
-    del keep
-    c, lam, cnt = row_cluster[order], row_lam[order], row_count[order]
+    by_cluster = stable_argsort(xp, c)  # by cluster, then lambda
+    order = keep[by_cluster]
+    c = c[by_cluster]
+    del keep, by_cluster
+    lam, cnt = row_lam[order], row_count[order]
     del order
     r = c.shape[0]
     new = xp.ones(r, bool)
@@ -287,10 +289,11 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
         np.maximum.at(death, cparent[1:], birth[1:])
         size[0] = size[1:][cparent[1:] == 0].sum()
 
-    it = got["point_cluster"].dtype  # the dendrogram's index dtype
-    pcl = xp.asarray(number.astype(it))[got["point_cluster"]]  # the cluster each point leaves
+    number_d = xp.asarray(number.astype(got["point_cluster"].dtype))  # the index dtype
+    pcl = number_d[got["point_cluster"]]  # the cluster each point leaves
     lam = got["point_lambda"]
-    row_cluster = xp.asarray(number.astype(it))[got["holder_birth"]]
+    row_cluster = number_d[got["holder_birth"]]
+    del number_d
     row_lam, row_count = got["holder_lambda"], got["holder_count"]
     del got
     timers.stop("cluster_tree")
@@ -312,7 +315,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     anc = _nearest_selected(cparent, mask)
     single_root = bool(allow_single and k_sel.shape[0] == 1 and mask[0])
     threshold = 1.0 / eps if eps != 0.0 else float(death[0])
-    sel = xp.asarray(anc.astype(it))[pcl]  # the nearest selected cluster at or above
+    sel = xp.asarray(anc.astype(pcl.dtype))[pcl]  # the nearest selected cluster at or above
     keep = sel >= 0
     keep &= (sel != 0) | (lam >= threshold) if single_root else sel != 0
     xp.maximum(sel, 0, out=sel)
