@@ -62,7 +62,7 @@ def test_strict_edge_order_on_the_device():
         pytest.skip("needs a CUDA GPU")
     import cupy as cp
 
-    from emst_dask.partitioned.edges import strict_edge_order
+    from emst_dask.engine.order import strict_edge_order
 
     rng = np.random.default_rng(3)
     for m in (1, 2, 1000, 300_000):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..engine.order import strict_edge_order  # noqa: F401 - phase1 takes it from here
+from ..engine.order import strict_edge_order
 
 
 @dataclass

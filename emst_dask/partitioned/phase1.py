@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import boruvka
+from ..engine.order import strict_edge_order
 from ..kernels import get_kernels
 from .boxes import certificate_distances
 from .certificate import _scatter_min, boruvka_certificate, kruskal_certificate
-from .edges import Edges, strict_edge_order, take
+from .edges import Edges, take
 
 
 @dataclass
