@@ -40,6 +40,10 @@ def _cases():
     yield "mrd5", rng.random((300, 3)).astype(np.float32), 5
     yield "mrd16_dups", np.repeat(rng.random((60, 2)), 4, axis=0), 16
     yield "mrd100", rng.random((200, 3)).astype(np.float32), 100  # global-scratch k-NN
+    # a clump far inside one code cell: its cell is split by finer codes
+    clump = np.concatenate([rng.random((200, 3)), 0.5 + 1e-9 * rng.standard_normal((200, 3))])
+    yield "contrast", clump, 1
+    yield "contrast_mrd4", clump, 4
 
 
 @pytest.mark.parametrize("name,pts,min_samples", list(_cases()), ids=lambda v: v if isinstance(v, str) else "")
@@ -50,6 +54,20 @@ def test_emulated_cuda_kernels(emulated_cuda, name, pts, min_samples):
     assert edge_set(tree.source, tree.target) == edge_set(cpu.source, cpu.target)
     if min_samples > 1:
         np.testing.assert_array_equal(host(tree.core_distances), cpu.core_distances)
+
+
+def test_emulated_crowded_cells_split_like_the_cpu():
+    """The CUDA construction orders a crowded cell by finer codes as the CPU
+    does, and its ``k_delta`` splits the cell by them (prefix lengths 64 to
+    127) before the rows."""
+    from emst_dask.engine import Timers, construct_bvh
+
+    rng = np.random.default_rng(3)
+    pts = np.concatenate([rng.random((300, 3)), 0.5 + 1e-9 * rng.standard_normal((300, 3))])
+    cpu = construct_bvh(get_kernels("cpu"), pts, Timers(enabled=False))
+    emu = construct_bvh(K, pts, Timers(enabled=False))
+    np.testing.assert_array_equal(cpu.orig, emu.orig)
+    assert ((emu.delta >= 64) & (emu.delta < 128)).sum() > 250
 
 
 def test_emulated_chain(emulated_cuda):

@@ -365,6 +365,50 @@ def test_far_from_origin(backend, dtype, offset, spread):
                       rtol=1e-5 if dtype is np.float32 else 1e-9)
 
 
+def _contrast_cloud(n, scale, dtype, seed=5):
+    """Half the points uniform in the unit cube, half in a Gaussian clump of
+    width ``scale`` (far below a code cell's 2**-21 in 3-D)."""
+    rng = np.random.default_rng(seed)
+    half = n // 2
+    pts = np.concatenate([rng.random((half, 3)),
+                          0.5 + scale * rng.standard_normal((n - half, 3))])
+    return pts[rng.permutation(n)].astype(dtype)
+
+
+@pytest.mark.parametrize("dtype,scale", [(np.float64, 1e-9), (np.float64, 1e-7),
+                                         (np.float32, 1e-7), (np.float64, 1e-12)])
+def test_density_contrast(backend, dtype, scale):
+    """A clump inside a code cell (the crowded cells are split by finer codes)."""
+    pts = _contrast_cloud(2000, scale, dtype)
+    tree = emst(pts, backend=backend)
+    check_spanning_tree(tree, pts)
+    mr = emst(pts, min_samples=4, backend=backend)
+    check_spanning_tree(mr, pts, 4)
+
+
+def test_crowded_cells_are_split_spatially():
+    """The tree's nodes inside a clump smaller than a code cell are small.
+
+    Without the finer codes, a run of equal codes is split by input row:
+    every node of it spans the clump, and each search inside visits all of
+    it.  Here the nodes of 8 to 16 clump points must be small."""
+    from emst_dask.engine import Timers, construct_bvh
+    from emst_dask.kernels import get_kernels
+
+    pts = _contrast_cloud(20_000, 1e-9, np.float64)
+    bvh = construct_bvh(get_kernels("cpu"), pts, Timers(enabled=False))
+    d = bvh.d
+    unit = bvh.points.max() / pts.max()  # the engine's exact power-of-two scaling
+    lo, hi = bvh.box[:, :d] / unit, bvh.box[:, d:] / unit
+    leaves = bvh.span[:, 1] - bvh.span[:, 0] + 1
+    clump = np.linalg.norm(np.ptp(pts[np.abs(pts - 0.5).max(1) < 1e-6], axis=0))
+    small = (leaves >= 8) & (leaves <= 16) & (np.abs(lo - 0.5).max(1) < 1e-6)
+    assert small.sum() > 200  # about 10,000 clump points in such nodes
+    diag = np.linalg.norm(hi[small] - lo[small], axis=1)
+    # split in space: 0.04 of the clump's diagonal; split by row: 0.4
+    assert np.median(diag) < 0.15 * clump, np.median(diag) / clump
+
+
 def test_two_tiny_points_float64(backend):
     """Found by hypothesis: [[0], [6e-192]]."""
     pts = np.array([[0.0], [5.98736972e-192]])

@@ -3,7 +3,8 @@
 The control flow, the invariants and the phase names follow the paper
 (Prokopenko, Sao, Lebrun-Grandié, ICPP 2022):
 
-1. ``construct_bvh``: Morton codes, stable sort, radix-tree hierarchy, boxes.
+1. ``construct_bvh``: Morton codes, stable sort, finer codes in crowded
+   cells, radix-tree hierarchy, boxes.
 2. ``compute_core_distances`` (mutual reachability only): k-NN on the tree.
 3. Borůvka iterations until one component is left, each made of
    ``reduce_labels``, ``compute_upper_bounds``,
@@ -95,7 +96,8 @@ class BoruvkaResult:
 
 
 def construct_bvh(K, points, timers: Timers, box=None, period=None):
-    """Morton codes, stable sort and the radix tree with its boxes.
+    """Morton codes, stable sort, finer codes in crowded cells, and the
+    radix tree with its boxes.
 
     Parameters
     ----------
@@ -121,10 +123,67 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     perm = K.sort_by_code(codes)
     codes = codes[perm]
     timers.stop("sort")
-    bvh = K.build_bvh(points, codes, perm, period)
+    fine = refine_crowded_cells(K, points, codes, perm, lo, scale, bits)
+    timers.stop("crowded_cells")
+    bvh = K.build_bvh(points, codes, perm, period, fine=fine)
     timers.stop("build_hierarchy")
-    del codes
+    del codes, fine
     return bvh
+
+
+def refine_crowded_cells(K, points, codes, perm, lo, scale, bits):
+    """Order the points of crowded cells by finer codes, in place in ``perm``.
+
+    A code cell spans 2**-bits of each axis' extent (2**-21 in 3-D).  A
+    cluster smaller than a cell (a density contrast beyond that, as in a
+    zoom simulation) falls into a few cells; a run of equal codes would
+    become a subtree split by input row, every box of it spanning the whole
+    cluster, and every search there would visit all of it (quadratic time).
+    The points of runs of equal codes get the next ``bits`` bits of every
+    axis (``morton_codes`` level 1), and each run is sorted by them, stably:
+    duplicates keep input order.  The tree then splits the runs by these
+    codes before the rows.
+
+    Parameters
+    ----------
+    K : kernel set
+    points : (n, d) float array of ``K.xp``, input order
+    codes : (n,) uint64 array of ``K.xp``, sorted ascending (tree order)
+    perm : (n,) integer array of ``K.xp``, ``codes``' sort permutation;
+        reordered within the runs of equal codes
+    lo, scale : (d,) float64 numpy arrays, the codes' mapping
+    bits : int, the codes' bits per axis
+
+    Returns
+    -------
+    (n,) uint64 array of ``K.xp`` or None
+        The finer codes in tree order (0 outside the runs), ascending in
+        each run; None when no run has points in different finer cells (no
+        equal codes, only duplicates), or in 1-D (63 bits already hold
+        every float64).
+    """
+    xp = K.xp
+    n = codes.shape[0]
+    if n < 3 or 2 * bits > 62:
+        return None
+    same = codes[1:] == codes[:-1]
+    if not bool(same.any()):
+        return None
+    crowded = xp.zeros(n, dtype=bool)
+    crowded[1:] |= same
+    crowded[:-1] |= same
+    at = xp.flatnonzero(crowded)
+    rows = perm[at]
+    fine = K.morton_codes(points[rows], lo, scale * 2.0**bits, bits, level=1)
+    run = codes[at]
+    if not bool(((fine[1:] != fine[:-1]) & (run[1:] == run[:-1])).any()):
+        return None  # every run is one finer cell (duplicates): nothing to split
+    by = K.sort_by_code(fine)
+    by = by[K.sort_by_code(run[by])]  # stable: by run, then by finer code
+    perm[at] = rows[by]
+    out = xp.zeros(n, np.uint64)
+    out[at] = fine[by]
+    return out
 
 
 def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=None,

@@ -65,20 +65,25 @@ class KernelSet(Protocol):
         arrays) and the smallest nonzero magnitude of any coordinate (a
         float, +inf when all are zero)."""
 
-    def morton_codes(self, points, lo: np.ndarray, scale: np.ndarray, bits: int):
+    def morton_codes(self, points, lo: np.ndarray, scale: np.ndarray, bits: int,
+                     level: int = 0):
         """(n,) uint64 Morton codes of (n, d) ``points`` (input order), each
-        axis mapped by ``(x - lo) * scale`` (float64 (d,)) to ``bits`` bits."""
+        axis mapped by ``(x - lo) * scale`` (float64 (d,)) to ``bits`` bits;
+        level 1: to ``2 * bits`` bits of which the low ``bits`` are kept
+        (the finer code within a cell of level 0)."""
 
     def sort_by_code(self, codes):
         """(n,) integer permutation sorting ``codes`` *stably* (a run of equal
         codes keeps input order: the duplicate pruning relies on it)."""
 
-    def build_bvh(self, points, codes, perm, period=None) -> BVH:
+    def build_bvh(self, points, codes, perm, period=None, fine=None) -> BVH:
         """The radix tree over sorted ``codes`` with its bounding boxes;
         ``points`` (n, d) in input order, ``perm`` from ``sort_by_code``;
         ``period`` (d,) float64 box lengths of a periodic box (every
         coordinate in [0, L)), or None: every later search on the tree then
-        measures minimum-image distances."""
+        measures minimum-image distances; ``fine`` (n,) uint64 or None, the
+        finer codes of the crowded cells' points (tree order, ascending in
+        each run of equal codes), which split those runs before the rows."""
 
     # -- compute_core_distances (mutual reachability) ---------------------------
     def compute_core_distances(self, bvh: BVH, min_samples: int):

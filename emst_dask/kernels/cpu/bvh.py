@@ -38,25 +38,32 @@ def _clz64(x):
 
 
 @njit(cache=True, inline="always")
-def _delta(codes, i, j, n):
-    """Common-prefix length of the augmented keys (code, position)."""
+def _delta(codes, fine, i, j, n):
+    """Common-prefix length of the augmented keys (code, fine code, position)."""
     if j < 0 or j >= n:
         return -1
     a = codes[i]
     b = codes[j]
-    if a == b:
-        # equal codes (duplicates): fall back to the position bits
-        return 64 + _clz64(np.uint64(i ^ j))
-    return _clz64(a ^ b)
+    if a != b:
+        return _clz64(a ^ b)
+    if fine.shape[0]:  # a crowded cell, refined: its finer Morton bits
+        fa = fine[i]
+        fb = fine[j]
+        if fa != fb:
+            return 64 + _clz64(fa ^ fb)
+    # equal codes (duplicates): fall back to the position bits
+    return 128 + _clz64(np.uint64(i ^ j))
 
 
 @njit(parallel=True, cache=True)
-def build_hierarchy(codes, nodes, parent):
+def build_hierarchy(codes, fine, nodes, parent):
     """Binary radix tree over sorted Morton codes (Karras 2012, top-down).
 
     Parameters
     ----------
     codes : (n,) uint64, sorted ascending.
+    fine : (n,) uint64, the finer Morton bits of the points of crowded cells
+        (runs of equal codes), ascending within each run, or (0,): none.
     nodes : (n-1, 4) int32/int64 out: left child, right child (unified ids), first
         and last leaf of the node's range.  One row per node keeps a visit to
         one cache line.
@@ -65,26 +72,26 @@ def build_hierarchy(codes, nodes, parent):
     n = codes.shape[0]
     parent[n] = -1
     for i in prange(n - 1):
-        dl = _delta(codes, i, i - 1, n)
-        dr = _delta(codes, i, i + 1, n)
+        dl = _delta(codes, fine, i, i - 1, n)
+        dr = _delta(codes, fine, i, i + 1, n)
         d = 1 if dr > dl else -1
         dmin = dl if d == 1 else dr
         lmax = 2
-        while _delta(codes, i, i + lmax * d, n) > dmin:
+        while _delta(codes, fine, i, i + lmax * d, n) > dmin:
             lmax *= 2
         ln = 0
         t = lmax // 2
         while t >= 1:
-            if _delta(codes, i, i + (ln + t) * d, n) > dmin:
+            if _delta(codes, fine, i, i + (ln + t) * d, n) > dmin:
                 ln += t
             t //= 2
         j = i + ln * d
-        dnode = _delta(codes, i, j, n)
+        dnode = _delta(codes, fine, i, j, n)
         s = 0
         div = 2
         while True:
             t = (ln + div - 1) // div
-            if _delta(codes, i, i + (s + t) * d, n) > dnode:
+            if _delta(codes, fine, i, i + (s + t) * d, n) > dnode:
                 s += t
             if t <= 1:
                 break
@@ -248,7 +255,7 @@ def _spread_bits(v, d, bits):
 
 
 @njit(parallel=True, cache=True)
-def morton_codes(points, lo, scale, bits, codes):
+def morton_codes(points, lo, scale, bits, level, codes):
     """64-bit Morton codes: ``bits`` bits per axis, axis 0 most significant.
 
     Parameters
@@ -256,16 +263,23 @@ def morton_codes(points, lo, scale, bits, codes):
     points : (n, d) float.
     lo : (d,) float64, the scene box's lower corner.
     scale : (d,) float64, ``2**bits / extent`` (0 for an axis of zero
-        extent, so a flat cloud never divides by zero).
+        extent, so a flat cloud never divides by zero); ``2**(2 bits) /
+        extent`` for level 1.
+    bits : int, bits per axis; ``2 * bits <= 62`` for level 1.
+    level : 0 for the codes, 1 for the next ``bits`` bits of every axis
+        (the finer code within a cell of level 0).
     codes : (n,) uint64 out.
     """
     n, d = points.shape
-    top = (1 << bits) - 1
+    top = (1 << (bits * (level + 1))) - 1
+    low = (1 << bits) - 1
     for i in prange(n):
         code = _U0
         for a in range(d):
             v = int((np.float64(points[i, a]) - lo[a]) * scale[a])
             v = min(max(v, 0), top)
+            if level:
+                v &= low
             code |= _spread_bits(v, d, bits) << np.uint64(d - 1 - a)
         codes[i] = code
 

@@ -188,12 +188,14 @@ class CpuKernels:
         return np.asarray(a)
 
     @staticmethod
-    def morton_codes(points, lo, scale, bits):
+    def morton_codes(points, lo, scale, bits, level=0):
         """64-bit Morton codes, one parallel numba pass (``bvh.morton_codes``).
 
         Each coordinate is mapped by ``int((x - lo) * scale)`` in float64, clamped
         to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
-        significant.
+        significant.  Level 1: clamped to [0, 2**(2 bits) - 1] and the low
+        ``bits`` bits kept (``scale`` is then ``2**(2 bits) / extent``): the
+        finer code within a cell of level 0.
 
         Parameters
         ----------
@@ -204,6 +206,7 @@ class CpuKernels:
             ``2**bits / extent`` per axis (0 for an axis of zero extent).
         bits : int
             Bits per axis (the engine uses ``63 // d``).
+        level : 0 or 1
 
         Returns
         -------
@@ -211,7 +214,7 @@ class CpuKernels:
             Morton codes, input order.
         """
         codes = np.empty(points.shape[0], np.uint64)
-        cpu_bvh.morton_codes(points, lo, scale, bits, codes)
+        cpu_bvh.morton_codes(points, lo, scale, bits, level, codes)
         return codes
 
     @staticmethod
@@ -235,7 +238,7 @@ class CpuKernels:
         return cpu_bvh.radix_argsort(codes, 64)
 
     @staticmethod
-    def build_bvh(points, codes, perm, period=None):
+    def build_bvh(points, codes, perm, period=None, fine=None):
         """The LBVH: the radix tree top-down (Karras 2012), then the boxes bottom-up.
 
         The points are gathered into tree order, the hierarchy built with every
@@ -253,6 +256,10 @@ class CpuKernels:
             Box lengths of a periodic box (every coordinate in [0, L)): the
             searches then measure minimum-image distances.  Exactly
             representable in the points' dtype.
+        fine : (n,) uint64 numpy array, optional
+            The finer codes of the points of crowded cells (runs of equal
+            codes), tree order, ascending within each run: the radix tree
+            splits those runs by them.
 
         Returns
         -------
@@ -266,7 +273,8 @@ class CpuKernels:
         # child ids run to 2n - 2 (leaves 0..n-1, internal nodes n + k)
         nodes = np.empty((m, 4), _index_type(2 * n))
         parent = np.empty(2 * n - 1, np.int64)
-        cpu_bvh.build_hierarchy(codes, nodes, parent)
+        cpu_bvh.build_hierarchy(codes, np.zeros(0, np.uint64) if fine is None else fine,
+                                nodes, parent)
         box = np.empty((m, 2 * d), pts.dtype)
         min_orig = np.empty(m, _index_type(n))
         # the kernels are compiled for each d: ``dims`` carries it in its type

@@ -12,7 +12,7 @@ from numba import njit, prange
 # Searches process points in blocks of this many consecutive tree positions,
 # so each block reuses one stack and walks nearby parts of the tree.
 BLOCK = 256
-STACK = 256  # > 64 Morton levels + 64 index levels for duplicates, with margin
+STACK = 256  # > 64 + 64 Morton levels (cells, crowded cells) + 64 index levels
 
 
 @njit(cache=True, inline="always")

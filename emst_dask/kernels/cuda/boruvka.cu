@@ -27,8 +27,8 @@
 //                the node's component label (-1 = mixed).  32 bytes in 3-D
 //                float32: two 128-bit loads.  Node ranges are not stored:
 //                traversals derive them from the parent's range and split.
-//  * delta[i]  : common-prefix length of the augmented keys (code, i) and
-//                (code, i+1), one byte; with it the tree is built bottom-up
+//  * delta[i]  : common-prefix length of the augmented keys (code, fine
+//                code, i) and those of i+1, one byte; with it the tree is built bottom-up
 //                (Apetrei 2014) and re-walked bottom-up for the labels.
 //
 // Boruvka state (indexed by tree position; a component is named by the
@@ -56,7 +56,7 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 #endif
 
-#define EMST_STACK 128  // > 96: the tree depth bound (64 code + 32 index bits)
+#define EMST_STACK 168  // > 160: the tree depth bound (64 + 64 code bits, 32 index bits)
 #define EMST_INT_MAX 0x7fffffff
 
 // ---------------------------------------------------------------------------
@@ -307,18 +307,23 @@ __global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type
 // ---------------------------------------------------------------------------
 // 1. Morton codes (64-bit, `bits` per axis, axis 0 most significant)
 // ---------------------------------------------------------------------------
+// Level 1: the next `bits` bits of every axis (scale is 2^(2 bits) / extent),
+// the finer code within a cell of level 0 (crowded cells).
 template <typename T, int D>
 __global__ void k_morton(const T* __restrict__ pts, int n, const double* __restrict__ lo,
-                         const double* __restrict__ scale, int bits, u64* __restrict__ codes) {
+                         const double* __restrict__ scale, int bits, int level,
+                         u64* __restrict__ codes) {
   int i = thread_index();
   if (i >= n) return;
-  long long top = (1LL << bits) - 1;
+  long long top = (1LL << (bits * (level + 1))) - 1;
+  long long low = (1LL << bits) - 1;
   long long q[D];
 #pragma unroll
   for (int a = 0; a < D; ++a) {
     double v = __dmul_rn(__dsub_rn((double)pts[(long long)i * D + a], lo[a]), scale[a]);
     long long c = (long long)v;  // truncation, as the CPU's int()
-    q[a] = c < 0 ? 0 : (c > top ? top : c);
+    c = c < 0 ? 0 : (c > top ? top : c);
+    q[a] = level ? (c & low) : c;
   }
   u64 code = 0;
   for (int level = bits - 1; level >= 0; --level) {
@@ -331,15 +336,24 @@ __global__ void k_morton(const T* __restrict__ pts, int n, const double* __restr
 // ---------------------------------------------------------------------------
 // 2. tree construction
 // ---------------------------------------------------------------------------
-// delta[i] = common-prefix length of the augmented keys (codes[i], i) and
-// (codes[i+1], i+1): 0..63 from the codes, 64..95 from the index bits of
-// equal codes (duplicates), so every run of equal codes is one subtree.
+// delta[i] = common-prefix length of the augmented keys (codes[i], fine[i],
+// i) and (codes[i+1], fine[i+1], i+1): 0..63 from the codes, 64..127 from
+// the finer codes of a crowded cell (has_fine), 128..159 from the index bits
+// of equal codes (duplicates), so every run of equal codes is one subtree.
 template <typename T, int D>
-__global__ void k_delta(const u64* __restrict__ codes, int n, unsigned char* __restrict__ delta) {
+__global__ void k_delta(const u64* __restrict__ codes, const u64* __restrict__ fine,
+                        int has_fine, int n, unsigned char* __restrict__ delta) {
   int i = thread_index();
   if (i >= n - 1) return;
   u64 a = codes[i], b = codes[i + 1];
-  int p = (a == b) ? 64 + __clz(i ^ (i + 1)) : __clzll((long long)(a ^ b));
+  int p;
+  if (a != b) {
+    p = __clzll((long long)(a ^ b));
+  } else if (has_fine && fine[i] != fine[i + 1]) {
+    p = 64 + __clzll((long long)(fine[i] ^ fine[i + 1]));
+  } else {
+    p = 128 + __clz(i ^ (i + 1));
+  }
   delta[i] = (unsigned char)p;
 }
 
@@ -538,7 +552,7 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P, const int* __restrict__
 // goes.  Subtrees whose label is the query's component are skipped; a
 // subtree whose points are all one point, at exactly the best distance and
 // with a larger original row than the best's, is skipped too (duplicates).
-// Closest child first; a stack of EMST_STACK entries (the depth bound is 96).
+// Closest child first; a stack of EMST_STACK entries (the depth bound is 160).
 // ---------------------------------------------------------------------------
 template <typename T, int D, bool MRD, bool FIRST>
 __global__ void __launch_bounds__(256)

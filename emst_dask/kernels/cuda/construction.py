@@ -46,12 +46,14 @@ class ConstructionPhases:
         return h[:d], h[d:], small
 
     @classmethod
-    def morton_codes(cls, points, lo, scale, bits):
+    def morton_codes(cls, points, lo, scale, bits, level=0):
         """64-bit Morton codes, one thread per point (``k_morton``).
 
         Each coordinate is mapped by ``(x - lo) * scale`` in float64, truncated,
         clamped to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
-        significant.
+        significant.  Level 1: clamped to [0, 2**(2 bits) - 1] and the low
+        ``bits`` bits kept (``scale`` is then ``2**(2 bits) / extent``): the
+        finer code within a cell of level 0.
 
         Parameters
         ----------
@@ -62,6 +64,7 @@ class ConstructionPhases:
             ``2**bits / extent`` per axis (0 for an axis of zero extent).
         bits : int
             Bits per axis (the engine uses ``63 // d``).
+        level : 0 or 1
 
         Returns
         -------
@@ -74,7 +77,8 @@ class ConstructionPhases:
         codes = xp.empty(n, np.uint64)
         lo_d = xp.asarray(np.asarray(lo, np.float64))
         sc_d = xp.asarray(np.asarray(scale, np.float64))
-        cls._launch(pts.dtype, d, "k_morton", n, (pts, _i32(n), lo_d, sc_d, _i32(bits), codes))
+        cls._launch(pts.dtype, d, "k_morton", n,
+                    (pts, _i32(n), lo_d, sc_d, _i32(bits), _i32(level), codes))
         return codes
 
     @classmethod
@@ -106,7 +110,7 @@ class ConstructionPhases:
         return cls._be.argsort(codes).astype(np.int32)
 
     @classmethod
-    def build_bvh(cls, points, codes, perm, period=None):
+    def build_bvh(cls, points, codes, perm, period=None, fine=None):
         """The LBVH: point records in tree order, then the tree bottom-up (``k_build``).
 
         ``k_gather`` writes the point records (coordinates, label = own position),
@@ -125,6 +129,10 @@ class ConstructionPhases:
         period : (d,) float64 numpy array, optional
             Box lengths of a periodic box (every coordinate in [0, L)): the
             searches on this tree run the periodic modules' kernels.
+        fine : (n,) uint64 cupy array, optional
+            The finer codes of the points of crowded cells (runs of equal
+            codes), tree order, ascending within each run: the radix tree
+            splits those runs by them.
 
         Returns
         -------
@@ -144,7 +152,9 @@ class ConstructionPhases:
         nodes = xp.empty(max(m, 1) * ns, np.uint8)
         aux = xp.full(n, -1, np.int32)  # CAS flags now, Boruvka scratch later
         if n >= 2:
-            cls._launch(dt, d, "k_delta", m, (codes, _i32(n), delta))
+            has_fine = fine is not None
+            cls._launch(dt, d, "k_delta", m, (codes, fine if has_fine else codes,
+                                              _i32(has_fine), _i32(n), delta))
             cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
         period = None if period is None else np.asarray(period, np.float64)
         return CudaBVH(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux, n=n, d=d,
