@@ -386,6 +386,19 @@ def test_density_contrast(backend, dtype, scale):
     check_spanning_tree(mr, pts, 4)
 
 
+@pytest.mark.parametrize("d", [5, 8])
+def test_far_outliers_high_dimension(backend, d):
+    """The bulk of a cloud inside one code cell of few bits per axis, beside
+    outliers 1e6 times further out (crowded cells get codes of their own)."""
+    rng = np.random.default_rng(d)
+    pts = rng.standard_normal((1500, d))
+    pts[:5] *= 1e6
+    tree = emst(pts, backend=backend)
+    check_spanning_tree(tree, pts)
+    mr = emst(pts, min_samples=5, backend=backend)
+    check_spanning_tree(mr, pts, 5)
+
+
 def test_crowded_cells_are_split_spatially():
     """The tree's nodes inside a clump smaller than a code cell are small.
 

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..arrays import scatter_max, scatter_min
 from .scaling import bounds, ldexp, scale_exactly
 
 #: the largest supported dimension (64-bit Morton codes: at least 7 bits/axis)
@@ -123,7 +124,7 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     perm = K.sort_by_code(codes)
     codes = codes[perm]
     timers.stop("sort")
-    fine = refine_crowded_cells(K, points, codes, perm, lo, scale, bits)
+    fine = refine_crowded_cells(K, points, codes, perm, bits)
     timers.stop("crowded_cells")
     bvh = K.build_bvh(points, codes, perm, period, fine=fine)
     timers.stop("build_hierarchy")
@@ -131,18 +132,19 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     return bvh
 
 
-def refine_crowded_cells(K, points, codes, perm, lo, scale, bits):
-    """Order the points of crowded cells by finer codes, in place in ``perm``.
+def refine_crowded_cells(K, points, codes, perm, bits):
+    """Order the points of crowded cells by codes of their own, in place in ``perm``.
 
-    A code cell spans 2**-bits of each axis' extent (2**-21 in 3-D).  A
-    cluster smaller than a cell (a density contrast beyond that, as in a
-    zoom simulation) falls into a few cells; a run of equal codes would
-    become a subtree split by input row, every box of it spanning the whole
-    cluster, and every search there would visit all of it (quadratic time).
-    The points of runs of equal codes get the next ``bits`` bits of every
-    axis (``morton_codes`` level 1), and each run is sorted by them, stably:
-    duplicates keep input order.  The tree then splits the runs by these
-    codes before the rows.
+    A code cell spans 2**-bits of each axis' extent (2**-21 in 3-D, 2**-7 in
+    8-D).  A cluster smaller than a cell (a collapsed halo in a big box, the
+    bulk of a data set beside far outliers) falls into a few cells; a run
+    of equal codes would become a subtree split by input row, every box of
+    it spanning the whole cluster, and every search there would visit all
+    of it (quadratic time).  So each run of equal codes gets Morton codes
+    of its own, ``bits`` bits per axis over the run's own bounding box, and
+    is sorted by them, stably: duplicates keep input order.  The tree then
+    splits the runs by these finer codes before the rows.  (The codes only
+    shape the tree: any order gives the same, exact, tree.)
 
     Parameters
     ----------
@@ -151,20 +153,18 @@ def refine_crowded_cells(K, points, codes, perm, lo, scale, bits):
     codes : (n,) uint64 array of ``K.xp``, sorted ascending (tree order)
     perm : (n,) integer array of ``K.xp``, ``codes``' sort permutation;
         reordered within the runs of equal codes
-    lo, scale : (d,) float64 numpy arrays, the codes' mapping
     bits : int, the codes' bits per axis
 
     Returns
     -------
     (n,) uint64 array of ``K.xp`` or None
         The finer codes in tree order (0 outside the runs), ascending in
-        each run; None when no run has points in different finer cells (no
-        equal codes, only duplicates), or in 1-D (63 bits already hold
-        every float64).
+        each run; None when no run holds two distinct points, or in 1-D
+        (63 bits already part every two float64 values).
     """
     xp = K.xp
-    n = codes.shape[0]
-    if n < 3 or 2 * bits > 62:
+    n, d = points.shape
+    if n < 3 or d == 1:
         return None
     same = codes[1:] == codes[:-1]
     if not bool(same.any()):
@@ -174,12 +174,35 @@ def refine_crowded_cells(K, points, codes, perm, lo, scale, bits):
     crowded[:-1] |= same
     at = xp.flatnonzero(crowded)
     rows = perm[at]
-    fine = K.morton_codes(points[rows], lo, scale * 2.0**bits, bits, level=1)
     run = codes[at]
-    if not bool(((fine[1:] != fine[:-1]) & (run[1:] == run[:-1])).any()):
-        return None  # every run is one finer cell (duplicates): nothing to split
+    first = xp.ones(at.shape[0], dtype=bool)
+    first[1:] = run[1:] != run[:-1]
+    rid = xp.cumsum(first) - 1  # each crowded point's run, 0 .. R - 1
+    # every run's box: segmented minimum and maximum (of offsets >= 0, which
+    # the scatters compare by their bits)
+    x = points[rows].astype(np.float64)
+    x -= x.min(axis=0)
+    r = int(rid[-1]) + 1
+    lo, hi = xp.empty((d, r)), xp.empty((d, r))
+    for a in range(d):
+        lo[a] = np.inf
+        hi[a] = 0.0
+        col = xp.ascontiguousarray(x[:, a])
+        scatter_min(xp, lo[a], rid, col)
+        scatter_max(xp, hi[a], rid, col)
+    ext = hi - lo
+    scale = xp.where(ext > 0, (2.0**bits) / xp.where(ext > 0, ext, 1.0), 0.0)
+    x -= lo.T[rid]
+    x *= scale.T[rid]
+    del lo, hi, ext, scale
+    # in the points' dtype: the kernels compiled for this cloud serve
+    ones = np.ones(d)
+    fine = K.morton_codes(x.astype(points.dtype), np.zeros(d), ones, bits)
+    del x
+    if not bool(((fine[1:] != fine[:-1]) & ~first[1:]).any()):
+        return None  # only duplicates share their cells: nothing to split
     by = K.sort_by_code(fine)
-    by = by[K.sort_by_code(run[by])]  # stable: by run, then by finer code
+    by = by[K.sort_by_code(rid[by].astype(np.uint64))]  # stable: by run, then finer code
     perm[at] = rows[by]
     out = xp.zeros(n, np.uint64)
     out[at] = fine[by]

@@ -65,12 +65,9 @@ class KernelSet(Protocol):
         arrays) and the smallest nonzero magnitude of any coordinate (a
         float, +inf when all are zero)."""
 
-    def morton_codes(self, points, lo: np.ndarray, scale: np.ndarray, bits: int,
-                     level: int = 0):
+    def morton_codes(self, points, lo: np.ndarray, scale: np.ndarray, bits: int):
         """(n,) uint64 Morton codes of (n, d) ``points`` (input order), each
-        axis mapped by ``(x - lo) * scale`` (float64 (d,)) to ``bits`` bits;
-        level 1: to ``2 * bits`` bits of which the low ``bits`` are kept
-        (the finer code within a cell of level 0)."""
+        axis mapped by ``(x - lo) * scale`` (float64 (d,)) to ``bits`` bits."""
 
     def sort_by_code(self, codes):
         """(n,) integer permutation sorting ``codes`` *stably* (a run of equal

@@ -255,7 +255,7 @@ def _spread_bits(v, d, bits):
 
 
 @njit(parallel=True, cache=True)
-def morton_codes(points, lo, scale, bits, level, codes):
+def morton_codes(points, lo, scale, bits, codes):
     """64-bit Morton codes: ``bits`` bits per axis, axis 0 most significant.
 
     Parameters
@@ -263,23 +263,16 @@ def morton_codes(points, lo, scale, bits, level, codes):
     points : (n, d) float.
     lo : (d,) float64, the scene box's lower corner.
     scale : (d,) float64, ``2**bits / extent`` (0 for an axis of zero
-        extent, so a flat cloud never divides by zero); ``2**(2 bits) /
-        extent`` for level 1.
-    bits : int, bits per axis; ``2 * bits <= 62`` for level 1.
-    level : 0 for the codes, 1 for the next ``bits`` bits of every axis
-        (the finer code within a cell of level 0).
+        extent, so a flat cloud never divides by zero).
     codes : (n,) uint64 out.
     """
     n, d = points.shape
-    top = (1 << (bits * (level + 1))) - 1
-    low = (1 << bits) - 1
+    top = (1 << bits) - 1
     for i in prange(n):
         code = _U0
         for a in range(d):
             v = int((np.float64(points[i, a]) - lo[a]) * scale[a])
             v = min(max(v, 0), top)
-            if level:
-                v &= low
             code |= _spread_bits(v, d, bits) << np.uint64(d - 1 - a)
         codes[i] = code
 

@@ -188,14 +188,11 @@ class CpuKernels:
         return np.asarray(a)
 
     @staticmethod
-    def morton_codes(points, lo, scale, bits, level=0):
+    def morton_codes(points, lo, scale, bits):
         """64-bit Morton codes, one parallel numba pass (``bvh.morton_codes``).
 
         Each coordinate is mapped by ``int((x - lo) * scale)`` in float64, clamped
         to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
-        significant.  Level 1: clamped to [0, 2**(2 bits) - 1] and the low
-        ``bits`` bits kept (``scale`` is then ``2**(2 bits) / extent``): the
-        finer code within a cell of level 0.
 
         Parameters
         ----------
@@ -206,7 +203,6 @@ class CpuKernels:
             ``2**bits / extent`` per axis (0 for an axis of zero extent).
         bits : int
             Bits per axis (the engine uses ``63 // d``).
-        level : 0 or 1
 
         Returns
         -------
@@ -214,7 +210,7 @@ class CpuKernels:
             Morton codes, input order.
         """
         codes = np.empty(points.shape[0], np.uint64)
-        cpu_bvh.morton_codes(points, lo, scale, bits, level, codes)
+        cpu_bvh.morton_codes(points, lo, scale, bits, codes)
         return codes
 
     @staticmethod

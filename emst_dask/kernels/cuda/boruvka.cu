@@ -307,23 +307,18 @@ __global__ void k_minmax(const T* __restrict__ pts, int n, typename Ord<T>::type
 // ---------------------------------------------------------------------------
 // 1. Morton codes (64-bit, `bits` per axis, axis 0 most significant)
 // ---------------------------------------------------------------------------
-// Level 1: the next `bits` bits of every axis (scale is 2^(2 bits) / extent),
-// the finer code within a cell of level 0 (crowded cells).
 template <typename T, int D>
 __global__ void k_morton(const T* __restrict__ pts, int n, const double* __restrict__ lo,
-                         const double* __restrict__ scale, int bits, int level,
-                         u64* __restrict__ codes) {
+                         const double* __restrict__ scale, int bits, u64* __restrict__ codes) {
   int i = thread_index();
   if (i >= n) return;
-  long long top = (1LL << (bits * (level + 1))) - 1;
-  long long low = (1LL << bits) - 1;
+  long long top = (1LL << bits) - 1;
   long long q[D];
 #pragma unroll
   for (int a = 0; a < D; ++a) {
     double v = __dmul_rn(__dsub_rn((double)pts[(long long)i * D + a], lo[a]), scale[a]);
     long long c = (long long)v;  // truncation, as the CPU's int()
-    c = c < 0 ? 0 : (c > top ? top : c);
-    q[a] = level ? (c & low) : c;
+    q[a] = c < 0 ? 0 : (c > top ? top : c);
   }
   u64 code = 0;
   for (int level = bits - 1; level >= 0; --level) {

@@ -46,14 +46,11 @@ class ConstructionPhases:
         return h[:d], h[d:], small
 
     @classmethod
-    def morton_codes(cls, points, lo, scale, bits, level=0):
+    def morton_codes(cls, points, lo, scale, bits):
         """64-bit Morton codes, one thread per point (``k_morton``).
 
         Each coordinate is mapped by ``(x - lo) * scale`` in float64, truncated,
         clamped to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
-        significant.  Level 1: clamped to [0, 2**(2 bits) - 1] and the low
-        ``bits`` bits kept (``scale`` is then ``2**(2 bits) / extent``): the
-        finer code within a cell of level 0.
 
         Parameters
         ----------
@@ -64,7 +61,6 @@ class ConstructionPhases:
             ``2**bits / extent`` per axis (0 for an axis of zero extent).
         bits : int
             Bits per axis (the engine uses ``63 // d``).
-        level : 0 or 1
 
         Returns
         -------
@@ -77,8 +73,7 @@ class ConstructionPhases:
         codes = xp.empty(n, np.uint64)
         lo_d = xp.asarray(np.asarray(lo, np.float64))
         sc_d = xp.asarray(np.asarray(scale, np.float64))
-        cls._launch(pts.dtype, d, "k_morton", n,
-                    (pts, _i32(n), lo_d, sc_d, _i32(bits), _i32(level), codes))
+        cls._launch(pts.dtype, d, "k_morton", n, (pts, _i32(n), lo_d, sc_d, _i32(bits), codes))
         return codes
 
     @classmethod
