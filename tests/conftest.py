@@ -29,6 +29,12 @@ BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 def pytest_collection_modifyitems(config, items):
     if cuda_available():
+        # one test process runs every GPU test (``--dist loadgroup``, the
+        # default in pyproject.toml): test processes sharing the device,
+        # each with its memory pool and its Dask workers, run it out of memory
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(pytest.mark.xdist_group("gpu"))
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (emst_dask.kernels.cuda_available() is False)")
     for item in items:
