@@ -399,6 +399,23 @@ def test_far_outliers_high_dimension(backend, d):
     check_spanning_tree(mr, pts, 5)
 
 
+@pytest.mark.parametrize("c", [1, 255, 256, 257, 3000])
+@pytest.mark.parametrize("runs", [1, 3, 40])
+def test_run_boxes_are_the_runs_bounds(c, runs):
+    """The crowded runs' boxes (block-reduced scatters) against a loop."""
+    import sys
+
+    import emst_dask.engine  # noqa: F401  (the module, not its ``boruvka``)
+    run_boxes = sys.modules["emst_dask.engine.boruvka"]._run_boxes
+    rng = np.random.default_rng(c * runs)
+    rid = np.unique(np.sort(rng.integers(0, runs, c)), return_inverse=True)[1].astype(np.int64)
+    x = rng.random((c, 3))
+    lo, hi = run_boxes(np, x, rid, int(rid.max()) + 1)
+    for k in range(int(rid.max()) + 1):
+        np.testing.assert_array_equal(lo[:, k], x[rid == k].min(axis=0))
+        np.testing.assert_array_equal(hi[:, k], x[rid == k].max(axis=0))
+
+
 def test_crowded_cells_are_split_spatially():
     """The tree's nodes inside a clump smaller than a code cell are small.
 

@@ -132,6 +132,48 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     return bvh
 
 
+#: consecutive points of one run reduced together before the scatters
+_RUN_BLOCK = 256
+
+
+def _run_boxes(xp, x, rid, r):
+    """Every run's bounding box: a segmented minimum and maximum.
+
+    Blocks of ``_RUN_BLOCK`` consecutive points of one run are reduced
+    first: the scatters of a run of millions of points would otherwise all
+    hit one address.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    x : (c, d) float64 array of ``xp``, every value >= 0.
+    rid : (c,) int64 array of ``xp``, each point's run, ascending.
+    r : int, the number of runs.
+
+    Returns
+    -------
+    lo, hi : (d, r) float64 arrays of ``xp``.
+    """
+    c, d = x.shape
+    full = c // _RUN_BLOCK * _RUN_BLOCK
+    blocks = rid[:full].reshape(-1, _RUN_BLOCK)
+    pure = blocks[:, 0] == blocks[:, -1]  # the block lies in one run
+    xb = x[:full].reshape(-1, _RUN_BLOCK, d)
+    bmin, bmax, brun = xb.min(axis=1)[pure], xb.max(axis=1)[pure], blocks[pure, 0]
+    loose = xp.concatenate([xp.flatnonzero(~xp.repeat(pure, _RUN_BLOCK)),
+                            xp.arange(full, c)])
+    lrun = rid[loose]
+    lo, hi = xp.empty((d, r)), xp.empty((d, r))
+    for a in range(d):
+        lo[a] = np.inf
+        hi[a] = 0.0
+        for run, low, high in ((brun, bmin[:, a], bmax[:, a]),
+                               (lrun, x[loose, a], x[loose, a])):
+            scatter_min(xp, lo[a], run, xp.ascontiguousarray(low))
+            scatter_max(xp, hi[a], run, xp.ascontiguousarray(high))
+    return lo, hi
+
+
 def refine_crowded_cells(K, points, codes, perm, bits):
     """Order the points of crowded cells by codes of their own, in place in ``perm``.
 
@@ -178,18 +220,9 @@ def refine_crowded_cells(K, points, codes, perm, bits):
     first = xp.ones(at.shape[0], dtype=bool)
     first[1:] = run[1:] != run[:-1]
     rid = xp.cumsum(first) - 1  # each crowded point's run, 0 .. R - 1
-    # every run's box: segmented minimum and maximum (of offsets >= 0, which
-    # the scatters compare by their bits)
     x = points[rows].astype(np.float64)
-    x -= x.min(axis=0)
-    r = int(rid[-1]) + 1
-    lo, hi = xp.empty((d, r)), xp.empty((d, r))
-    for a in range(d):
-        lo[a] = np.inf
-        hi[a] = 0.0
-        col = xp.ascontiguousarray(x[:, a])
-        scatter_min(xp, lo[a], rid, col)
-        scatter_max(xp, hi[a], rid, col)
+    x -= x.min(axis=0)  # offsets >= 0, which the scatters compare by their bits
+    lo, hi = _run_boxes(xp, x, rid, int(rid[-1]) + 1)
     ext = hi - lo
     scale = xp.where(ext > 0, (2.0**bits) / xp.where(ext > 0, ext, 1.0), 0.0)
     x -= lo.T[rid]
