@@ -718,3 +718,23 @@ def test_generated_snapshot_is_read_exactly(runner, tmp_path, zarr_format):
     want = datasets.uniform(700, dim=3, seed=0)
     np.testing.assert_array_equal(zarr.open_group(os.fspath(out), mode="r")["points"][:], want)
     assert_same_tree(emst_dask.emst(os.fspath(out), client=False), want)
+
+
+def test_job_dying_between_the_renames_of_an_overwrite_keeps_the_old_store(tmp_path, pts):
+    """``place`` sets the old store aside, then moves the new one in; a
+    worker killed in between leaves only the set-aside old store.  The
+    failed job's clean-up must put it back, not delete it as a temporary."""
+    from emst_dask.io.output import Output
+
+    out = str(tmp_path / "edges.zarr")
+    old = emst_dask.emst(pts, out=out)
+    o = Output(out, overwrite=True)
+    aside = o.temporary("old")  # as ``place`` names it: the job's prefix
+    aside = aside[:aside.rindex("-old")] + "-old-12345678"
+    os.rename(out, aside)                      # the first rename, then the process dies
+    os.makedirs(o.temporary("attempt-0"))      # the new store's unfinished temporary
+    assert o.cleanup() == 2
+    back = emst_dask.read_edges(out)
+    assert (edge_set(np.asarray(back.source), np.asarray(back.target))
+            == edge_set(np.asarray(old.source), np.asarray(old.target)))
+    assert no_tmp_siblings(out)

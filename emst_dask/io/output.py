@@ -37,6 +37,8 @@ from .paths import contains, is_pathlike, local_path
 EDGE_FORMAT = "emst-dask edges 1"
 #: infix of the temporary siblings of a local output
 TMP_TAG = ".emst-tmp-"
+#: in the name of a replaced output set aside until the new one is in place
+_OLD = "-old-"
 #: what ``generate`` marks its snapshots with (a Zarr group attribute)
 SNAPSHOT_ATTR = "generator"
 #: format tag of a cluster store (``emst_dask.io.cluster_store``)
@@ -199,12 +201,19 @@ class Output:
         return [os.path.join(parent, n) for n in names if n.startswith(prefix)]
 
     def cleanup(self, keep: str | None = None) -> int:
-        """Remove this job's temporaries (but ``keep``); how many."""
+        """Remove this job's temporaries (but ``keep``); how many.
+
+        A replaced output set aside by ``place`` (``...-old-...``) goes back
+        into place when nothing took its place: the process died between
+        the two renames, and the user's former output must not be lost."""
         count = 0
         for path in self.temporaries():
             if path == keep:
                 continue
-            remove(path)
+            if _OLD in os.path.basename(path) and not os.path.lexists(self.local):
+                os.rename(path, self.local)
+            else:
+                remove(path)
             count += 1
         return count
 
@@ -242,7 +251,7 @@ class Output:
                     raise OutputError(f"{loc}: {why}; it appeared while the job ran and is "
                                       "not replaced")
                 trash = f"{os.path.join(os.path.dirname(loc), '.' + os.path.basename(loc))}" \
-                        f"{TMP_TAG}{self.token}-old-{uuid.uuid4().hex[:8]}"
+                        f"{TMP_TAG}{self.token}{_OLD}{uuid.uuid4().hex[:8]}"
                 os.rename(loc, trash)
                 try:
                     os.rename(tmp, loc)
