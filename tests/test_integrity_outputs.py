@@ -729,12 +729,23 @@ def test_job_dying_between_the_renames_of_an_overwrite_keeps_the_old_store(tmp_p
     out = str(tmp_path / "edges.zarr")
     old = emst_dask.emst(pts, out=out)
     o = Output(out, overwrite=True)
-    aside = o.temporary("old")  # as ``place`` names it: the job's prefix
-    aside = aside[:aside.rindex("-old")] + "-old-12345678"
-    os.rename(out, aside)                      # the first rename, then the process dies
+    os.rename(out, o.temporary("old-12345678"))  # place's first rename; then the process dies
     os.makedirs(o.temporary("attempt-0"))      # the new store's unfinished temporary
     assert o.cleanup() == 2
     back = emst_dask.read_edges(out)
     assert (edge_set(np.asarray(back.source), np.asarray(back.target))
             == edge_set(np.asarray(old.source), np.asarray(old.target)))
+    assert no_tmp_siblings(out)
+
+
+def test_cleanup_never_moves_an_unfinished_temporary_into_place(tmp_path):
+    """Only ``place``'s set-aside old output goes back: an output whose own
+    name holds "-old-" does not make every temporary look set aside."""
+    from emst_dask.io.output import Output
+
+    out = str(tmp_path / "edges-old-1.zarr")
+    o = Output(out, overwrite=True)
+    os.makedirs(o.temporary("attempt-0"))  # an unfinished new store
+    assert o.cleanup() == 1
+    assert not os.path.lexists(out)
     assert no_tmp_siblings(out)

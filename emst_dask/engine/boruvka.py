@@ -229,8 +229,7 @@ def refine_crowded_cells(K, points, codes, perm, bits):
     x *= scale.T[rid]
     del lo, hi, ext, scale
     # in the points' dtype: the kernels compiled for this cloud serve
-    ones = np.ones(d)
-    fine = K.morton_codes(x.astype(points.dtype), np.zeros(d), ones, bits)
+    fine = K.morton_codes(x.astype(points.dtype), np.zeros(d), np.ones(d), bits)
     del x
     if not bool(((fine[1:] != fine[:-1]) & ~first[1:]).any()):
         return None  # only duplicates share their cells: nothing to split

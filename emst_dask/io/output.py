@@ -37,8 +37,8 @@ from .paths import contains, is_pathlike, local_path
 EDGE_FORMAT = "emst-dask edges 1"
 #: infix of the temporary siblings of a local output
 TMP_TAG = ".emst-tmp-"
-#: in the name of a replaced output set aside until the new one is in place
-_OLD = "-old-"
+#: the temporary tag of a replaced output set aside until the new one is in place
+_SET_ASIDE = "old-"
 #: what ``generate`` marks its snapshots with (a Zarr group attribute)
 SNAPSHOT_ATTR = "generator"
 #: format tag of a cluster store (``emst_dask.io.cluster_store``)
@@ -183,17 +183,20 @@ class Output:
         """A hidden temporary sibling of the local output: a new one per
         call, or the job's own one named ``tag`` (several tasks of one job
         fill it, and a task run again finds it)."""
-        parent, base = os.path.split(self.local)
-        return os.path.join(parent, f".{base}{TMP_TAG}{self.token}-"
-                                    f"{tag or uuid.uuid4().hex[:8]}")
+        return os.path.join(os.path.dirname(self.local),
+                            self._temporary_prefix() + (tag or uuid.uuid4().hex[:8]))
+
+    def _temporary_prefix(self) -> str:
+        """The start of the names of this job's temporaries."""
+        return f".{os.path.basename(self.local)}{TMP_TAG}{self.token}-"
 
     def temporaries(self) -> list:
         """Every temporary sibling of this job's attempts that exists now."""
         loc = self.local
         if loc is None:
             return []
-        parent, base = os.path.split(loc)
-        prefix = f".{base}{TMP_TAG}{self.token}-"
+        parent = os.path.dirname(loc)
+        prefix = self._temporary_prefix()
         try:
             names = os.listdir(parent)
         except OSError:
@@ -203,14 +206,16 @@ class Output:
     def cleanup(self, keep: str | None = None) -> int:
         """Remove this job's temporaries (but ``keep``); how many.
 
-        A replaced output set aside by ``place`` (``...-old-...``) goes back
+        A replaced output set aside by ``place`` (tag ``old-...``) goes back
         into place when nothing took its place: the process died between
         the two renames, and the user's former output must not be lost."""
         count = 0
+        prefix = len(self._temporary_prefix())
         for path in self.temporaries():
             if path == keep:
                 continue
-            if _OLD in os.path.basename(path) and not os.path.lexists(self.local):
+            tag = os.path.basename(path)[prefix:]
+            if tag.startswith(_SET_ASIDE) and not os.path.lexists(self.local):
                 os.rename(path, self.local)
             else:
                 remove(path)
@@ -250,8 +255,7 @@ class Output:
                 if why:
                     raise OutputError(f"{loc}: {why}; it appeared while the job ran and is "
                                       "not replaced")
-                trash = f"{os.path.join(os.path.dirname(loc), '.' + os.path.basename(loc))}" \
-                        f"{TMP_TAG}{self.token}{_OLD}{uuid.uuid4().hex[:8]}"
+                trash = self.temporary(f"{_SET_ASIDE}{uuid.uuid4().hex[:8]}")
                 os.rename(loc, trash)
                 try:
                     os.rename(tmp, loc)

@@ -46,7 +46,7 @@ def _delta(codes, fine, i, j, n):
     b = codes[j]
     if a != b:
         return _clz64(a ^ b)
-    if fine.shape[0]:  # a crowded cell, refined: its finer Morton bits
+    if fine.shape[0]:  # a crowded cell, refined: codes over its own box
         fa = fine[i]
         fb = fine[j]
         if fa != fb:
@@ -62,7 +62,7 @@ def build_hierarchy(codes, fine, nodes, parent):
     Parameters
     ----------
     codes : (n,) uint64, sorted ascending.
-    fine : (n,) uint64, the finer Morton bits of the points of crowded cells
+    fine : (n,) uint64, the finer codes of the points of crowded cells
         (runs of equal codes), ascending within each run, or (0,): none.
     nodes : (n-1, 4) int32/int64 out: left child, right child (unified ids), first
         and last leaf of the node's range.  One row per node keeps a visit to

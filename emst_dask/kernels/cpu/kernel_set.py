@@ -193,6 +193,7 @@ class CpuKernels:
 
         Each coordinate is mapped by ``int((x - lo) * scale)`` in float64, clamped
         to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
+        significant.
 
         Parameters
         ----------

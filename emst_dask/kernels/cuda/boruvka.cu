@@ -28,8 +28,9 @@
 //                float32: two 128-bit loads.  Node ranges are not stored:
 //                traversals derive them from the parent's range and split.
 //  * delta[i]  : common-prefix length of the augmented keys (code, fine
-//                code, i) and those of i+1, one byte; with it the tree is built bottom-up
-//                (Apetrei 2014) and re-walked bottom-up for the labels.
+//                code, i) and those of i+1, one byte; with it the tree is
+//                built bottom-up (Apetrei 2014) and re-walked bottom-up for
+//                the labels.
 //
 // Boruvka state (indexed by tree position; a component is named by the
 // position of its representative, labels[C] == C):

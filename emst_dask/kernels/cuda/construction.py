@@ -51,6 +51,7 @@ class ConstructionPhases:
 
         Each coordinate is mapped by ``(x - lo) * scale`` in float64, truncated,
         clamped to [0, 2**bits - 1], and the axes' bits interleaved, axis 0 most
+        significant.
 
         Parameters
         ----------
