@@ -163,6 +163,29 @@ def _job_load(dask_scheduler=None):
     return {w: len(t) for w, t in load.items()}
 
 
+def _no_workers_timeout(dask_scheduler=None):
+    """The scheduler's ``distributed.scheduler.no-workers-timeout`` in
+    seconds, or None (run on the scheduler)."""
+    return getattr(dask_scheduler, "no_workers_timeout", None)
+
+
+def no_workers_timeout(client) -> float:
+    """Seconds a job waits for a worker: this process's
+    ``distributed.scheduler.no-workers-timeout``, else the scheduler's,
+    else 120."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    ours = parse_timedelta(dask.config.get("distributed.scheduler.no-workers-timeout", None))
+    if ours:
+        return float(ours)
+    try:
+        theirs = client.run_on_scheduler(_no_workers_timeout)
+    except Exception:  # a scheduler without this package
+        theirs = None
+    return float(theirs) if theirs else 120.0
+
+
 def pick_worker(client):
     """The worker with the fewest unfinished emst jobs (None if none yet)."""
     workers = workers_of(client)

@@ -9,14 +9,24 @@ would wait for it forever, so the loop watches the workers: a dead worker's
 job is cancelled and submitted again elsewhere, until more workers died
 running it than ``distributed.scheduler.allowed-failures`` allows (the
 scheduler's own rule for loose tasks): then the caller gives it up.
+
+A single job (``run_watched``) is pinned and watched the same way.  Loose
+restrictions are not enough there: when every worker dies at once, the
+scheduler parks the job's ready task as "no-worker", and a worker that
+joins later (a nanny's restart, under a new address) is never offered a
+task restricted to a worker that is gone, so the job would wait forever.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 
 from ..errors import WorkerLost
-from .client import workers_of
+from .client import no_workers_timeout, pick_worker, workers_of
+from .faults import NOT_LOST, workers_died
+
+log = logging.getLogger(__name__)
 
 #: seconds between two looks at whether the running jobs' workers are alive
 WATCH_S = 1.0
@@ -107,22 +117,123 @@ def _finished(ac):
     return ac.next_batch(block=False)
 
 
-def wait_for_a_worker(cl, waiting):
+def wait_for_a_worker(cl, waiting, out=None):
     """Block until the cluster has a worker; a ``WorkerLost`` naming the
-    ``waiting`` jobs (list of str) after
-    ``distributed.scheduler.no-workers-timeout`` (120 s when unset)."""
-    import dask
-    from dask.utils import parse_timedelta
-
-    timeout = parse_timedelta(dask.config.get("distributed.scheduler.no-workers-timeout",
-                                              None)) or 120
+    ``waiting`` jobs (list of str) and the output ``out`` they did not
+    write, if given, after ``distributed.scheduler.no-workers-timeout``
+    (the scheduler's, else this process's, else 120 s)."""
+    if workers_of(cl):
+        return
+    timeout = no_workers_timeout(cl)
     try:
         cl.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
         names = ", ".join(repr(n) for n in waiting)
-        raise WorkerLost(f"no worker left to run jobs {names} within {timeout:g} s; their "
-                         "inputs are untouched: submit them again when workers are back") \
-            from None
+        wrote = "" if out is None else f"; {out} was not written"
+        raise WorkerLost(f"no worker left to run jobs {names} within {timeout:g} s{wrote}; "
+                         "their inputs are untouched: submit them again when workers are "
+                         "back") from None
 
 
-__all__ = ["WATCH_S", "allowed_failures", "one_per_worker", "wait_for_a_worker"]
+class WorkerGone(Exception):
+    """The worker a watched job was pinned to left the cluster."""
+
+
+def watch(cl, fut, worker, deadline=None):
+    """The result of ``fut``, whose tasks are pinned to ``worker``.
+
+    Parameters
+    ----------
+    cl : distributed.Client
+    fut : distributed.Future
+    worker : str
+        The address the job's tasks are pinned to.
+    deadline : float, optional
+        ``time.monotonic()`` value after which ``TimeoutError`` is raised.
+
+    Raises
+    ------
+    WorkerGone
+        ``worker`` left the cluster before ``fut`` finished (``fut`` is
+        cancelled).
+    TimeoutError
+        At ``deadline`` (``fut`` is left running; the caller cancels it).
+    """
+    from distributed import wait
+    from distributed.utils import CancelledError
+
+    while True:
+        step = WATCH_S
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the job did not finish within its timeout")
+            step = min(step, left)
+        try:
+            with cl.as_current():
+                wait(fut, timeout=step)
+        except (TimeoutError, CancelledError):  # the future's own error comes below
+            pass
+        if fut.done():
+            try:
+                return fut.result()
+            except CancelledError as exc:
+                # a task whose scattered input died with the worker is cancelled
+                if getattr(exc, "reason", "") in NOT_LOST or worker in workers_of(cl):
+                    raise
+                raise WorkerGone(worker) from None
+        if worker not in workers_of(cl):
+            fut.cancel()
+            raise WorkerGone(worker)
+
+
+def run_watched(cl, name, submit, deadline=None, out=None, again=None):
+    """Run one job pinned to the least-loaded worker, watched.
+
+    Parameters
+    ----------
+    cl : distributed.Client
+    name : str
+        The job's name, for its errors.
+    submit : callable(worker) -> distributed.Future
+        Submits the job's tasks pinned to ``worker`` (str); the future of
+        the last.
+    deadline : float, optional
+        ``time.monotonic()`` value after which ``TimeoutError`` is raised.
+    out : optional
+        The job's output, named in a ``WorkerLost``.
+    again : callable(), optional
+        Called before a job whose worker died is submitted again.
+
+    Returns
+    -------
+    The last task's result.  A job whose worker dies is submitted again on
+    another (or the restarted) worker; ``WorkerLost`` when more workers died
+    running it than ``distributed.scheduler.allowed-failures``, or when no
+    worker is left within ``distributed.scheduler.no-workers-timeout``.
+    """
+    allowed = allowed_failures()
+    deaths = 0
+    while True:
+        wait_for_a_worker(cl, [name], out)
+        worker = pick_worker(cl)
+        if worker is None:  # left between the two questions
+            continue
+        fut = submit(worker)
+        try:
+            return watch(cl, fut, worker, deadline)
+        except WorkerGone:
+            deaths += 1
+            if deaths > allowed:
+                raise workers_died(name, deaths, allowed, worker, out) from None
+            log.warning("job %s: its worker %s left the cluster; submitting it again (%d)",
+                        name, worker, deaths)
+            if again is not None:
+                again()
+        except BaseException:
+            fut.cancel()
+            raise
+
+
+__all__ = ["WATCH_S", "WorkerGone", "allowed_failures", "one_per_worker", "run_watched",
+           "wait_for_a_worker", "watch"]

@@ -84,6 +84,11 @@ def lost_error(name, out, exc):
     if isinstance(exc, KilledWorker):
         return workers_died(name, exc.allowed_failures + 1, exc.allowed_failures,
                             exc.last_worker.address, out)
+    if isinstance(exc, CancelledError) and getattr(exc, "reason", "") == \
+            "scheduler-connection-lost":
+        return WorkerLost(f"job {name!r}: the client lost its connection to the scheduler "
+                          f"(it died, or the network failed){wrote}; its input is untouched: "
+                          "submit it again when the scheduler is back")
     if isinstance(exc, CancelledError) and getattr(exc, "reason", "") not in NOT_LOST:
         return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
                           f"no worker was left to run it again ({exc}){wrote}")

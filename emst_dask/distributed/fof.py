@@ -215,7 +215,7 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
     -------
     FoFStore with ``out``, else FoFCatalogue (host arrays).
     """
-    from .client import client_for, pick_worker, workers_may_see_other_files
+    from .client import client_for, workers_may_see_other_files
     from .service import cleanup, progress_callback
 
     if client is None and is_in_memory(source):
@@ -235,7 +235,7 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
         try:
             if cl is None:
                 return _run_inline(prep, job, scattered, callback)
-            return _run_on(cl, prep, job, scattered, callback, pick_worker(cl), timeout)
+            return _run_on(cl, prep, job, scattered, callback, timeout)
         finally:
             cleanup(cl, spec)
             if bar:
@@ -259,28 +259,36 @@ def _run_inline(prep, job, scattered, callback):
     return _reported(report, run)
 
 
-def _run_on(cl, prep, job, scattered, callback, worker, timeout):
+def _run_on(cl, prep, job, scattered, callback, timeout):
+    """The job's two tasks pinned to a watched worker (``dispatch.run_watched``)."""
     from ..progress import Relay
+    from .dispatch import run_watched
     from .service import _block_args
 
     spec = prep.spec
-    kw = dict(pure=False, workers=[worker], allow_other_workers=True) if worker \
-        else dict(pure=False)
-    relay = Relay(cl, spec.topic, callback) if callback else None
-    try:
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def submit(worker):
+        kw = dict(pure=False, workers=[worker], allow_other_workers=False)
         blocks = _block_args(cl, prep, worker)
         extra = [] if scattered is None else \
-            [cl.scatter(scattered, workers=[worker] if worker else None, hash=False)]
+            [cl.scatter(scattered, workers=[worker], hash=False)]
         staged = cl.submit(fof_read_task, spec, job, *blocks, key=spec.key("read"),
                            priority=0, **kw)
-        fut = cl.submit(fof_task, spec, job, staged, *extra, key=spec.key("fof"), priority=1,
-                        **kw)
+        return cl.submit(fof_task, spec, job, staged, *extra, key=spec.key("fof"),
+                         priority=1, **kw)
+
+    def again():
+        spec.attempt += 1
+
+    relay = Relay(cl, spec.topic, callback) if callback else None
+    try:
         try:
-            res = unwrap(fut.result(timeout=timeout))
+            res = unwrap(run_watched(cl, spec.name, submit, deadline, spec.clusters_output,
+                                     again))
         except InputError:
             raise
         except BaseException as exc:
-            fut.cancel()
             lost = lost_error(spec.name, spec.clusters_output, exc)
             if lost is not None:
                 raise lost from exc

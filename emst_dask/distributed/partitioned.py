@@ -11,7 +11,12 @@ The client only ever holds a sample, per-box summaries and (without
 Every step is a task computed from its inputs, never scattered data, so a
 worker lost at any moment costs the recomputation of what it held (Dask
 reruns it from the read tasks); in-memory points scattered from the client
-are sent again.
+are sent again.  One fault Dask does not recover from: when every worker
+the job started on is gone (all died at once, say, and came back under new
+addresses), tasks restricted to them are never offered to the newcomers
+(``dispatch``).  The executor's waits watch for that, and the job then runs
+again from its input on the workers there are, at most
+``distributed.scheduler.allowed-failures`` times.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ from ..partitioned.assemble import assemble_tree
 from ..partitioned.edges import Edges
 from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
-from .faults import Refused, input_lost, lost_error, refusing, unwrap, unwrap_all
+from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
+from .faults import Refused, input_lost, lost_error, refusing, unwrap, unwrap_all, workers_died
 from .partitioned_output import gather_output, write_output
 from .worker import apply_settings
 
@@ -93,15 +99,38 @@ class DaskExecutor:
 
     def gather(self, handles):
         """See ``Executor.gather``: the values, raising the first user's error carried."""
-        return unwrap_all(self.client.gather(list(handles)))
+        handles = list(handles)
+        self._settle(handles)
+        return unwrap_all(self.client.gather(handles))
 
     def wait(self, handles):
         """See ``Executor.wait``: also raises a user's error that one of them carries."""
-        from distributed import wait
-
-        wait(list(handles))
+        self._settle(list(handles))
         # a read error surfaces here, before the next phase is submitted
         self.gather([self.client.submit(_refusal_of, h, pure=False) for h in handles])
+
+    def _settle(self, handles):
+        """Wait until ``handles`` are done; ``WorkerGone`` once none of the
+        job's workers is left (their tasks would wait forever)."""
+        from distributed import wait
+        from distributed.utils import CancelledError
+
+        from .client import workers_of
+
+        while True:
+            try:
+                with self.client.as_current():
+                    wait(handles, timeout=WATCH_S)
+                return
+            except TimeoutError:
+                pass
+            except CancelledError:  # the cancelled future's own error, with its reason
+                for h in handles:
+                    if h.cancelled():
+                        h.result()
+                raise
+            if not set(workers_of(self.client)) & set(self.places):
+                raise WorkerGone(", ".join(self.places))
 
     def shuffle_bytes(self, split, boxes):
         """See ``Executor.shuffle_bytes``: pieces whose block and box no worker holds both of."""
@@ -211,17 +240,29 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
     from ..distributed.client import workers_of
 
     attempt = 0
+    reruns = 0
     try:
         while True:
             workers = workers_of(client)
             if not workers:
-                raise InputError("the cluster has no workers")
+                if not reruns:
+                    raise InputError("the cluster has no workers")
+                wait_for_a_worker(client, ["partitioned"], output)
+                continue
             try:
                 with client.as_current():
                     return _run(source, client, workers, partitions, min_samples, backend,
                                 sort_by_weight, output, max_rounds, seed, box_size)
             except InputError:
                 raise
+            except WorkerGone as gone:
+                reruns += 1
+                if reruns > allowed_failures():
+                    raise workers_died("partitioned", reruns, allowed_failures(), str(gone),
+                                       output) from None
+                log.warning("partitioned job: every worker it ran on left the cluster; "
+                            "running it again (%d)", reruns)
+                continue
             except Exception as exc:
                 scattered = isinstance(source, ArrayPoints)
                 if input_lost(exc, scattered) and attempt < RESUBMIT_LOST_INPUT \

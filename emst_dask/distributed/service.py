@@ -3,12 +3,17 @@
 ``emst(source, client=..., out=...)`` checks the job on the client (the
 source resolved, the output checked, the parameters), submits its three
 tasks (``job``) to the least-loaded worker, relays its progress and returns
-the tree or the ``EdgeStore``.  The tasks are pinned (loosely) to one
-worker, so the staged points and the tree never move; if that worker dies,
-Dask reruns the job elsewhere from its input, and in-memory points that
-died with it are sent again by the client.  ``submit`` publishes a job's
-last future on the scheduler, so the job runs on when its client leaves;
-``get_job(name, client)`` finds it later.  When a job ends, success or
+the tree or the ``EdgeStore``.  The tasks are pinned to that worker, so
+the staged points and the tree never move, and the client watches it: if
+it dies, the job is submitted again from its input on another worker (or
+the restarted one), in-memory points sent again, until more workers died
+than ``distributed.scheduler.allowed-failures`` or none is left within
+``distributed.scheduler.no-workers-timeout`` (``WorkerLost``).  ``submit``
+publishes a job's last future on the scheduler, so the job runs on when
+its client leaves; ``get_job(name, client)`` finds it later.  Nobody
+watches a detached job, so its tasks carry no worker restrictions: the
+scheduler places them, and a worker that joins after every worker died
+takes them up.  When a job ends, success or
 failure, nothing of its dead attempts is left beside its output.
 """
 from __future__ import annotations
@@ -29,7 +34,8 @@ from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
-from .client import client_for, connect, pick_worker, workers_may_see_other_files, workers_of
+from .client import client_for, connect, workers_may_see_other_files, workers_of
+from .dispatch import run_watched
 from .faults import Refused, input_lost, lost_error, unwrap
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
                   write_task)
@@ -174,23 +180,28 @@ def cleanup(client, spec: JobSpec):
 
 
 def run_job(cl, prep: Prepared, timeout=None):
-    """Submit the job, wait for it (sending lost in-memory input again); its
-    result, or its error in the user's terms."""
+    """Submit the job pinned to a worker and wait for it, watching that
+    worker (``dispatch.run_watched``: a job whose worker dies runs again
+    elsewhere, in-memory input sent again); its result, or its error in the
+    user's terms."""
     spec = prep.spec
     deadline = None if timeout is None else time.monotonic() + timeout
+
+    def submit(worker):
+        return submit_chain(cl, prep, worker, pinned=True)
+
+    def again():
+        spec.attempt += 1
+
     try:
         while True:
-            fut = submit_chain(cl, prep, pick_worker(cl))
             try:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                return unwrap(fut.result(timeout=left))
+                return unwrap(run_watched(cl, spec.name, submit, deadline, spec.output, again))
             except InputError:
                 raise
             except BaseException as exc:
-                fut.cancel()
-                if input_lost(exc, prep.scattered) and spec.attempt < RESUBMIT_LOST_INPUT \
-                        and workers_of(cl):
-                    spec.attempt += 1
+                if input_lost(exc, prep.scattered) and spec.attempt < RESUBMIT_LOST_INPUT:
+                    spec.attempt += 1  # run_watched waits for a worker first
                     log.warning("job %s: its input died with its worker; submitting it "
                                 "again (%d)", spec.name, spec.attempt)
                     continue
@@ -395,7 +406,9 @@ def submit(source, *, out=None, client=None, name=None, min_samples=1, box_size=
     callback, _bar = progress_callback(progress, spec.name)
     if callback:
         Relay(cl, spec.topic, callback)
-    fut = submit_chain(cl, prep, pick_worker(cl))
+    # unrestricted: a restriction to a worker that dies with every other
+    # one would park the job for good (``dispatch``), and nobody watches it
+    fut = submit_chain(cl, prep, None)
     cl.publish_dataset(**{DATASET_PREFIX + spec.name: {"future": fut, "info": info}},
                        override=True)
     return Job(spec.name, fut, cl, info, published=True)

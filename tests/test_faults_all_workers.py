@@ -1,0 +1,215 @@
+"""Every worker of the cluster killed at once, in the middle of a job.
+
+A task restricted to a worker that died is never offered to a worker that
+joins later, so a job whose tasks were restricted, loosely or not, to
+workers that all died would wait forever.  Here the workers' processes are
+SIGKILLed together while their nannies live on and restart them under new
+addresses: a single job (from a Zarr snapshot or in-memory points), a
+partitioned job, a detached job and a FoF job each run again on the
+restarted workers and give the exact answer; with no worker coming back, a
+job ends in a ``WorkerLost`` within the no-workers timeout; with
+``allowed-failures = 0``, at the first death.  A scheduler killed in the
+middle of a job ends it at once in a ``WorkerLost`` that says so.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import emst_dask
+from emst_dask import WorkerLost
+from emst_dask.distributed.client import workers_of
+from emst_dask.io.edge_store import open_edges
+from service_util import assert_same_tree, cloud, write_snapshot
+from test_faults import _slow_phase1, _slow_reports
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory):
+    d = tmp_path_factory.mktemp("all-workers")
+    pts = cloud(20000, 3, seed=72)
+    return write_snapshot(d / "snap.zarr", pts, chunk_rows=5000), pts, \
+        emst_dask.emst(pts, backend="cpu")
+
+
+@pytest.fixture
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit=0) as lc, \
+            Client(lc, set_as_default=False) as c:
+        c.wait_for_workers(2, timeout=60)
+        yield c
+
+
+def _kill_all_while(client, call, marker, settle=0.0, for_good=False):
+    """Run ``call()`` in a thread; once a task whose key holds ``marker``
+    runs, SIGKILL every worker process (the nannies restart them), or with
+    ``for_good`` scale the cluster to no workers; the call's
+    {"result": ...} or {"error": ...}."""
+    res = {}
+
+    def run():
+        try:
+            res["result"] = call()
+        except Exception as exc:  # pragma: no cover - shown by the asserts
+            res["error"] = exc
+
+    th = threading.Thread(target=run)
+    th.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if any(marker in str(k) for keys in client.processing().values() for k in keys):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"no {marker!r} task started")
+    time.sleep(settle)
+    if for_good:  # LocalCluster's nannies live in this process: no SIGKILL
+        client.cluster.scale(0)
+    else:
+        for pid in client.run(os.getpid).values():
+            os.kill(pid, signal.SIGKILL)
+    th.join(180)
+    assert not th.is_alive(), "the job hangs after every worker died"
+    return res
+
+
+def test_single_job_runs_again_after_every_worker_died(client, snap, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="emst_dask.distributed.dispatch")
+    path, pts, ref = snap
+    client.run(_slow_reports, 0.3, 0)
+    out = tmp_path / "single.zarr"
+    res = _kill_all_while(client, lambda: emst_dask.emst(path, client=client, out=out,
+                                                         name="all-dead"),
+                          "emst-boruvka", settle=0.5)
+    assert "error" not in res, res.get("error")
+    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
+    assert "job all-dead: its worker" in caplog.text and "submitting it again (1)" \
+        in caplog.text
+    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+
+
+def test_in_memory_job_runs_again_after_every_worker_died(client, snap):
+    _, pts, ref = snap
+    client.run(_slow_reports, 0.3, 0)
+    res = _kill_all_while(client, lambda: emst_dask.emst(pts, client=client),
+                          "emst-boruvka", settle=0.5)
+    assert "error" not in res, res.get("error")
+    assert_same_tree(res["result"], pts, reference=ref)
+
+
+def test_partitioned_job_runs_again_after_every_worker_died(client, snap, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="emst_dask.distributed.partitioned")
+    path, pts, ref = snap
+    client.run(_slow_phase1, 1.0)
+    out = tmp_path / "part.zarr"
+    res = _kill_all_while(client, lambda: emst_dask.emst(path, client=client, partitions=2,
+                                                         out=out), "-solve-")
+    assert "error" not in res, res.get("error")
+    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
+    assert "every worker it ran on left the cluster; running it again (1)" in caplog.text
+    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+
+
+def test_detached_job_runs_again_after_every_worker_died(client, snap, tmp_path):
+    path, pts, ref = snap
+    client.run(_slow_reports, 0.3, 0)
+    out = tmp_path / "detached.zarr"
+    job = emst_dask.submit(path, out=out, client=client, name="detached-all-dead")
+    res = _kill_all_while(client, lambda: job.result(timeout=150), "emst-boruvka", settle=0.5)
+    job.forget()
+    assert "error" not in res, res.get("error")
+    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
+
+
+def test_fof_job_runs_again_after_every_worker_died(client, snap):
+    path, pts, _ = snap
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    b = 0.02
+    client.run(_slow_reports, 0.3, 0)
+    res = _kill_all_while(client, lambda: emst_dask.fof(path, b, relative=False,
+                                                        min_members=1, client=client),
+                          "emst-fof", settle=0.5)
+    assert "error" not in res, res.get("error")
+    pairs = cKDTree(pts.astype(np.float64)).query_pairs(b, output_type="ndarray")
+    import scipy.sparse as sp
+
+    g = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(pts),) * 2)
+    _, want = connected_components(g, directed=False)
+    got = np.asarray(res["result"].labels)
+    # the same partition of the rows
+    assert len(np.unique(got)) == len(np.unique(want))
+    assert len(np.unique(got * (want.max() + 1) + want)) == len(np.unique(want))
+
+
+def test_no_worker_back_is_a_clear_error(client, snap):
+    import dask
+
+    path, _, _ = snap
+    client.run(_slow_reports, 0.3, 0)
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "2s"}):
+        t0 = time.monotonic()
+        res = _kill_all_while(client, lambda: emst_dask.emst(path, client=client,
+                                                             name="nobody-back"),
+                              "emst-boruvka", settle=0.5, for_good=True)
+    assert isinstance(res.get("error"), WorkerLost), res
+    assert "no worker left to run jobs 'nobody-back' within 2 s" in str(res["error"])
+    assert time.monotonic() - t0 < 60
+    assert not workers_of(client)
+
+
+def test_single_job_gives_up_at_allowed_failures(client, snap):
+    import dask
+
+    path, _, _ = snap
+    client.run(_slow_reports, 0.3, 0)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        res = _kill_all_while(client, lambda: emst_dask.emst(path, client=client,
+                                                             name="give-up"),
+                              "emst-boruvka", settle=0.5)
+    assert isinstance(res.get("error"), WorkerLost), res
+    assert "'give-up': 1 workers died" in str(res["error"])
+    assert "allowed-failures = 0" in str(res["error"])
+
+
+@pytest.mark.parametrize("partitions", [None, 2], ids=["single", "partitioned"])
+def test_scheduler_killed_mid_job_is_a_clear_error(tmp_path, snap, partitions):
+    """The scheduler dies (a separate process, SIGKILL): the job ends at once
+    in a ``WorkerLost`` saying the connection to the scheduler was lost and
+    naming the output, which is absent or complete, never half-written."""
+    from distributed import Client
+
+    from service_util import ProcessCluster
+    from test_faults import _store_state
+
+    path, _, _ = snap
+    (tmp_path / "cluster").mkdir()
+    pc = ProcessCluster(tmp_path / "cluster", n_workers=2).start()
+    try:
+        with Client(pc.address, set_as_default=False) as c:
+            c.run(_slow_reports, 0.3, 0)
+            out = tmp_path / "edges.zarr"
+            killer = threading.Timer(2.0, pc.procs[0][0].kill)
+            killer.start()
+            t0 = time.monotonic()
+            with pytest.raises(WorkerLost) as err:
+                emst_dask.emst(path, client=c, out=out, partitions=partitions)
+            killer.join()
+            assert time.monotonic() - t0 < 60
+            msg = str(err.value)
+            assert "lost its connection to the scheduler" in msg and "edges.zarr" in msg, msg
+            assert _store_state(out) in ("absent", "complete")
+    finally:
+        pc.stop()
