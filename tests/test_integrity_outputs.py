@@ -10,7 +10,13 @@ Which defect of the issue each test pins:
   or a ``.npy`` that is not an edge array.  Everything else raises
   ``emst_dask.OutputError`` before any work, the thing left intact:
   ``test_overwrite_refuses_*``, ``test_overwrite_replaces_*``,
-  ``test_overwrite_on_a_cluster_*``, ``test_cli_run_overwrite_*``.
+  ``test_overwrite_on_a_cluster_*``, ``test_cli_run_overwrite_*``.  A
+  ``.npy`` is the package's only when it carries the package's header
+  (``emst_dask.io.npy``): a user's float64 (n, 3) cloud, their own copy of
+  an edge array, their int64 particle ids are refused:
+  ``test_overwrite_refuses_an_npy_of_the_right_shape_*``,
+  ``test_overwrite_refuses_a_users_int64_npy_as_labels``,
+  ``test_cli_generate_overwrite_refuses_a_users_npy``.
 * **7** -- ``emst-dask run X.npy --out X.npy`` (with or without
   ``--overwrite``) and ``run X.npy --out EXISTING.npy`` without
   ``--overwrite`` are refused; ``emst-dask generate --out EXISTING`` is
@@ -314,6 +320,69 @@ def test_overwrite_replaces_an_npy_edge_array(tmp_path, pts, other_pts):
     assert no_tmp_siblings(path)
 
 
+@pytest.mark.parametrize("what", ["3-D float64 point cloud", "copy of an edge array"])
+def test_overwrite_refuses_an_npy_of_the_right_shape_it_did_not_write(tmp_path, pts,
+                                                                      other_pts, what):
+    """A user's (n, 3) float64 cloud has an edge array's shape and dtype, and
+    so has their own ``np.save`` of an edge array: only a .npy carrying the
+    package's header is replaced."""
+    path = tmp_path / "mine.npy"
+    if what.startswith("3-D"):
+        np.save(path, other_pts.astype(np.float64))
+    else:
+        np.save(path, emst_dask.emst(other_pts).to_numpy())
+    before = contents(path)
+    msg = refused(lambda rec: emst_dask.emst(pts, out=path, overwrite=True, progress=rec),
+                  path)
+    assert "did not write" in msg
+    assert contents(path) == before
+
+
+def test_overwrite_refuses_a_users_int64_npy_as_labels(runner, tmp_path, pts):
+    """Particle ids are an int64 .npy, like a label array: ``cut --overwrite``
+    does not replace them, and does replace the labels it wrote."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    edges = os.fspath(tmp_path / "edges.zarr")
+    emst_dask.emst(pts, out=edges)
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.arange(len(pts), dtype=np.int64))
+    before = contents(ids)
+    res = runner.invoke(main, ["cut", edges, "-b", "0.05", "--out", os.fspath(ids),
+                               "--overwrite"])
+    error_line(res, "ids.npy", "did not write")
+    assert contents(ids) == before
+    labels = os.fspath(tmp_path / "labels.npy")
+    for b in ("0.05", "0.08"):
+        res = runner.invoke(main, ["cut", edges, "-b", b, "--out", labels, "--overwrite"])
+        assert res.exit_code == 0, res.output
+    got = np.load(labels)
+    want = fcluster(linkage(pts.astype(np.float64), "single"), 0.08, "distance")
+    assert len(np.unique(got * (want.max() + 1) + want)) == len(np.unique(want)) \
+        == len(np.unique(got))
+
+
+def test_npy_outputs_are_plain_npy_files(tmp_path):
+    """The marked header is a .npy header any reader takes: numpy reads the
+    arrays back, memory-mapped too, for every dtype and shape written."""
+    from emst_dask.io import npy
+
+    rng = np.random.default_rng(5)
+    for i, a in enumerate([rng.random((17, 3)), np.arange(9, dtype=np.int64),
+                           rng.random((0, 4)), rng.random((4, 3))[:, ::2],
+                           rng.random((6, 3)).astype(np.float32),
+                           np.arange(24, dtype=np.int64).reshape(3, 8)]):
+        path = tmp_path / f"a{i}.npy"
+        with open(path, "wb") as fh:
+            npy.save(fh, a)
+        assert npy.written_here(path)
+        for got in (np.load(path), np.load(path, mmap_mode="r")):
+            assert got.dtype == a.dtype and got.shape == a.shape
+            np.testing.assert_array_equal(got, a)
+        np.save(path, a)
+        assert not npy.written_here(path)
+
+
 def test_api_refuses_an_existing_npy_without_overwrite(tmp_path, pts, other_pts):
     """7 (API side): an existing .npy edge array is kept without overwrite=True."""
     path = tmp_path / "edges.npy"
@@ -488,6 +557,15 @@ def test_cli_generate_overwrite_replaces_its_own_output(runner, tmp_path, ext):
     got = np.load(out) if ext == ".npy" else zarr.open_group(out, mode="r")["points"][:]
     np.testing.assert_array_equal(got, want)
     assert no_tmp_siblings(out)
+
+
+def test_cli_generate_overwrite_refuses_a_users_npy(runner, tmp_path, other_pts):
+    out = tmp_path / "catalogue.npy"
+    np.save(out, other_pts)
+    before = contents(out)
+    res = _generate(runner, out, "--overwrite", seed=1)
+    error_line(res, "catalogue.npy", "did not write")
+    assert contents(out) == before
 
 
 @pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "--overwrite"])

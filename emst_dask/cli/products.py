@@ -166,9 +166,7 @@ def cut(edges, lengths, out, overwrite):
 def linkage(edges, out, overwrite):
     """The single-linkage hierarchy of the Euclidean tree EDGES, as a scipy
     linkage matrix (merges of equal height in the strict edge order)."""
-    import numpy as np
-
-    from ..io import resolve_output
+    from ..io import npy, resolve_output
     from ..products.linkage import single_linkage
 
     if not out.endswith(".npy"):
@@ -179,7 +177,7 @@ def linkage(edges, out, overwrite):
     Z = single_linkage(tree.source, tree.target, tree.weight, tree.n_points)
     output.check()
     with output.written_aside() as tmp, open(tmp, "wb") as fh:
-        np.save(fh, Z)
+        npy.save(fh, Z)
     click.echo(f"n={tree.n_points} merges={len(Z)} "
                f"height max={float(Z[:, 2].max()) if len(Z) else 0.0!r}")
     click.echo(f"wrote {output}")

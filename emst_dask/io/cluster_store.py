@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 from ..errors import InputError
+from . import npy
 from .codecs import create_array
 from .edge_store import open_new_group
 from .output import CLUSTER_FORMAT, Output, resolve_output
@@ -79,7 +80,7 @@ def write_clusters(output, arrays: dict, attrs: dict, *, chunks: dict | None = N
     output.check()
     if output.kind == "npy":  # the labels alone
         with output.written_aside() as tmp, open(tmp, "wb") as fh:
-            np.save(fh, np.asarray(arrays["labels"], np.int64))
+            npy.save(fh, np.asarray(arrays["labels"], np.int64))
         output.cleanup()
         return output.local
     with output.written_aside() as tmp:

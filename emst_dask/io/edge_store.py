@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import InputError, OutputError
 from ..tree import SpanningTree
+from . import npy
 from .codecs import create_array
 from .output import EDGE_FORMAT, Output, resolve_output
 from .paths import is_pathlike, local_path
@@ -225,7 +226,7 @@ def _write_npy(output: Output, tree, attrs, report):
     if report:
         report("write", rows=0, total=int(tree.n_edges))
     with output.written_aside() as tmp, open(tmp, "wb") as fh:
-        np.save(fh, host_tree(tree).to_numpy())
+        npy.save(fh, host_tree(tree).to_numpy())
     output.cleanup()
     if report:
         report("write", rows=int(tree.n_edges), total=int(tree.n_edges))

@@ -9,8 +9,10 @@ something after the computation:
 * the input itself, or a directory holding it;
 * something already there, unless ``overwrite=True`` and it is something
   this package wrote: an edge store (a Zarr group carrying the package's
-  format tag, complete or not) or an edge array (an (m, 3) float64 .npy).
-  A directory of other files, a point cloud, a snapshot are never replaced.
+  format tag, complete or not), or a .npy file of the kind asked for that
+  carries the package's header (``npy``: an edge array, labels, a linkage
+  matrix, a generated cloud).  A directory of other files, a point cloud, a
+  snapshot, a .npy that ``numpy.save`` wrote are never replaced.
 
 Results are written to a hidden temporary sibling named after the job
 (``.NAME.emst-tmp-<job>-<attempt>``) and moved into place when complete,
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import OutputError
+from . import npy
 from .paths import contains, is_pathlike, local_path
 
 #: format tag of an edge store (a Zarr group attribute)
@@ -126,8 +129,8 @@ class Output:
                                   "to replace it")
             why = self.why_not_replaceable(loc)
             if why:
-                raise OutputError(f"{loc}: {why}; not replacing it (only an edge store or "
-                                  "edge array that emst-dask wrote may be replaced)")
+                raise OutputError(f"{loc}: {why}; not replacing it (only a store or .npy "
+                                  "file of this kind that emst-dask wrote may be replaced)")
         return self
 
     def why_not_replaceable(self, loc: str) -> str | None:
@@ -140,6 +143,9 @@ class Output:
         if self.kind == "npy":
             if not os.path.isfile(loc):
                 return "is not a file"
+            if not npy.written_here(loc):
+                return "is a .npy file that emst-dask did not write (remove it yourself to " \
+                    "reuse the name)"
             if points:
                 return None if is_npy(loc) else "is not a .npy file"
             if clusters:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OutputError
+from . import npy
 from .codecs import create_array
 from .output import SNAPSHOT_ATTR, Output, resolve_output
 
@@ -51,7 +52,7 @@ def write_points(out, pts: np.ndarray, *, chunk_rows: int = 1_000_000, zarr_form
     with output.written_aside() as tmp:
         if output.kind == "npy":
             with open(tmp, "wb") as fh:
-                np.save(fh, pts)
+                npy.save(fh, pts)
         else:
             rows = max(1, min(int(chunk_rows), max(n, 1)))
             group = zarr.open_group(tmp, mode="w-", zarr_format=zarr_format)
