@@ -56,8 +56,10 @@ def test_ties_and_duplicates(gpu_client):
 
 
 def test_strict_edge_order_on_the_device():
-    """The device order (three stable 32-bit radix sorts) equals the three-key lexsort,
-    ties in weight and in the smaller endpoint included."""
+    """The device order (float32: one packed (weight, min) radix sort and the
+    ties' fix-up; float64: three stable radix sorts) equals the three-key
+    lexsort, ties in weight and in the smaller endpoint included, the edges
+    listed in no particular order."""
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")
     import cupy as cp
@@ -70,6 +72,8 @@ def test_strict_edge_order_on_the_device():
         parent = rng.integers(0, child)          # a random tree on m + 1 vertices
         flip = rng.random(m) < 0.5
         s, t = np.where(flip, child, parent), np.where(flip, parent, child)
+        shuffle = rng.permutation(m)
+        s, t = s[shuffle], t[shuffle]
         for dtype in (np.float32, np.float64):
             w2 = (rng.integers(0, 7, m) ** 2).astype(dtype)
             want = np.lexsort([np.maximum(s, t), np.minimum(s, t), w2.astype(np.float64)])

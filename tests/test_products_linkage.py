@@ -62,6 +62,47 @@ def test_strict_order_against_lexsort(dtype):
         np.testing.assert_array_equal(key[order], key[want])
 
 
+class _StableNumpy:
+    """numpy with CuPy's (stable) argsort: runs the device branch of
+    ``strict_edge_order`` on the host."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def argsort(a):
+        return np.argsort(a, kind="stable")
+
+
+@pytest.mark.parametrize("case", ["random tree", "star", "lattice ties", "duplicates"])
+def test_device_strict_order_branch_against_lexsort(case):
+    """The device's one packed (weight, min) sort and its tie fix-up, run on
+    the host, equal the three-key lexsort: ties in (weight, min) are the
+    point (a star's centre is the smaller end of every edge)."""
+    from emst_dask.engine.order import strict_edge_order
+
+    rng = np.random.default_rng(7)
+    m = 20_000
+    child = np.arange(1, m + 1)
+    if case == "star":
+        parent = np.zeros(m, np.int64)
+    else:
+        parent = rng.integers(0, child)
+    flip = rng.random(m) < 0.5
+    s, t = np.where(flip, child, parent), np.where(flip, parent, child)
+    w2 = (rng.integers(0, 4 if case != "random tree" else 1 << 20, m) ** 2).astype(np.float32)
+    if case == "duplicates":
+        dup = rng.integers(0, m, 2000)
+        s, t, w2 = np.r_[s, t[dup]], np.r_[t, s[dup]], np.r_[w2, w2[dup]]
+    shuffle = rng.permutation(len(s))  # rows in no particular order
+    s, t, w2 = s[shuffle], t[shuffle], w2[shuffle]
+    got = strict_edge_order(_StableNumpy(), s, t, w2)
+    want = np.lexsort([np.maximum(s, t), np.minimum(s, t), w2.astype(np.float64)])
+    for key in (w2, np.minimum(s, t), np.maximum(s, t)):
+        np.testing.assert_array_equal(key[got], key[want])
+    assert np.array_equal(np.sort(got), np.arange(len(s)))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 def test_strict_order_unique_keys_is_lexsort(dtype):
     rng = np.random.default_rng(2)

