@@ -180,7 +180,7 @@ def test_single_job_gives_up_at_allowed_failures(client, snap):
                                                              name="give-up"),
                               "emst-boruvka", settle=0.5)
     assert isinstance(res.get("error"), WorkerLost), res
-    assert "'give-up': 1 workers died" in str(res["error"])
+    assert "'give-up': a worker died while running it" in str(res["error"])
     assert "allowed-failures = 0" in str(res["error"])
 
 

@@ -100,7 +100,8 @@ def workers_died(name, deaths, allowed, last, out=None) -> WorkerLost:
     than ``distributed.scheduler.allowed-failures`` (``allowed``); ``last`` is
     the address of the last; ``out`` its output, if any."""
     wrote = "" if out is None else f"; {out} was not written"
-    return WorkerLost(f"job {name!r}: {deaths} workers died while running it "
+    workers = "a worker" if deaths == 1 else f"{deaths} workers"
+    return WorkerLost(f"job {name!r}: {workers} died while running it "
                       f"(distributed.scheduler.allowed-failures = {allowed}), the last "
                       f"{last}; the job may be what kills them (out of memory?){wrote}")
 
