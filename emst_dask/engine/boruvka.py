@@ -96,6 +96,13 @@ class BoruvkaResult:
     hierarchy: Any = None
 
 
+def code_scale(xp, ext, bits):
+    """Per-axis factors mapping a box of extents ``ext`` (float64 array of
+    ``xp``, any shape) onto [0, 2**bits]; 0 along a flat axis."""
+    safe = xp.where(ext > 0, ext, 1.0)
+    return xp.where(ext > 0, (2.0**bits) / safe, 0.0)
+
+
 def construct_bvh(K, points, timers: Timers, box=None, period=None):
     """Morton codes, stable sort, finer codes in crowded cells, and the
     radix tree with its boxes.
@@ -116,9 +123,7 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     timers.start()
     lo, hi = bounds(K, points)[:2] if box is None else box
     bits = 63 // d
-    ext = hi - lo
-    with np.errstate(divide="ignore"):
-        scale = np.where(ext > 0, (2.0**bits) / np.where(ext > 0, ext, 1.0), 0.0)
+    scale = code_scale(np, hi - lo, bits)
     codes = K.morton_codes(points, lo, scale, bits)
     timers.stop("morton_codes")
     perm = K.sort_by_code(codes)
@@ -223,11 +228,10 @@ def refine_crowded_cells(K, points, codes, perm, bits):
     x = points[rows].astype(np.float64)
     x -= x.min(axis=0)  # offsets >= 0, which the scatters compare by their bits
     lo, hi = _run_boxes(xp, x, rid, int(rid[-1]) + 1)
-    ext = hi - lo
-    scale = xp.where(ext > 0, (2.0**bits) / xp.where(ext > 0, ext, 1.0), 0.0)
+    scale = code_scale(xp, hi - lo, bits)
     x -= lo.T[rid]
     x *= scale.T[rid]
-    del lo, hi, ext, scale
+    del lo, hi, scale
     # in the points' dtype: the kernels compiled for this cloud serve
     fine = K.morton_codes(x.astype(points.dtype), np.zeros(d), np.ones(d), bits)
     del x
