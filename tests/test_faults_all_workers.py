@@ -207,9 +207,26 @@ def test_scheduler_killed_mid_job_is_a_clear_error(tmp_path, snap, partitions):
             with pytest.raises(WorkerLost) as err:
                 emst_dask.emst(path, client=c, out=out, partitions=partitions)
             killer.join()
-            assert time.monotonic() - t0 < 60
+            # at most the client's reconnection attempt (30 s) and some
+            assert time.monotonic() - t0 < 120
             msg = str(err.value)
             assert "lost its connection to the scheduler" in msg and "edges.zarr" in msg, msg
             assert _store_state(out) in ("absent", "complete")
     finally:
         pc.stop()
+
+
+def test_any_error_of_a_disconnected_client_is_the_lost_scheduler():
+    """Under load, a call of the job's may meet the dead scheduler before any
+    future is cancelled (the client reconnects for 30 s, then its connection
+    pool is closed): the job's error still says what happened."""
+    from types import SimpleNamespace
+
+    from emst_dask.distributed.faults import lost_error
+
+    err = lost_error("j", "out.zarr", RuntimeError("ConnectionPool is closed"),
+                     SimpleNamespace(status="closed"))
+    assert isinstance(err, WorkerLost)
+    assert "lost its connection to the scheduler" in str(err) and "out.zarr" in str(err)
+    assert lost_error("j", None, RuntimeError("boom"), SimpleNamespace(status="running")) \
+        is None

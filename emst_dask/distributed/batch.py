@@ -177,7 +177,7 @@ def _dispatch(cl, preps, results, callback, errors, bar):
                 spec.attempt += 1
                 return True
             cleanup(cl, spec)
-            lost = lost_error(spec.name, spec.output, exc)
+            lost = lost_error(spec.name, spec.output, exc, cl)
             if lost is None:
                 settle(i, exc)
             else:

@@ -63,9 +63,11 @@ def unwrap_all(values):
     return values
 
 
-def lost_error(name, out, exc):
+def lost_error(name, out, exc, client=None):
     """A ``WorkerLost`` explaining ``exc`` when it means the job died with
-    its workers (None for any other error)."""
+    its workers or its scheduler (None for any other error).  ``client``:
+    the job's ``distributed.Client``, if any; one no longer connected means
+    the scheduler was lost, whatever error the last call met."""
     try:
         from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
     except ImportError:  # pragma: no cover
@@ -73,6 +75,12 @@ def lost_error(name, out, exc):
     from distributed.utils import CancelledError
 
     wrote = "" if out is None else f"; {out} was not written"
+    scheduler_gone = client is not None and getattr(client, "status", "running") != "running"
+    if scheduler_gone or (isinstance(exc, CancelledError)
+                          and getattr(exc, "reason", "") == "scheduler-connection-lost"):
+        return WorkerLost(f"job {name!r}: the client lost its connection to the scheduler "
+                          f"(it died, or the network failed){wrote}; its input is untouched: "
+                          "submit it again when the scheduler is back")
     if isinstance(exc, NoWorkerError):
         return WorkerLost(f"job {name!r}: its worker died and no worker was left to rerun it "
                           f"within {exc.timeout:g} s (distributed.scheduler.no-workers-timeout)"
@@ -84,11 +92,6 @@ def lost_error(name, out, exc):
     if isinstance(exc, KilledWorker):
         return workers_died(name, exc.allowed_failures + 1, exc.allowed_failures,
                             exc.last_worker.address, out)
-    if isinstance(exc, CancelledError) and getattr(exc, "reason", "") == \
-            "scheduler-connection-lost":
-        return WorkerLost(f"job {name!r}: the client lost its connection to the scheduler "
-                          f"(it died, or the network failed){wrote}; its input is untouched: "
-                          "submit it again when the scheduler is back")
     if isinstance(exc, CancelledError) and getattr(exc, "reason", "") not in NOT_LOST:
         return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
                           f"no worker was left to run it again ({exc}){wrote}")

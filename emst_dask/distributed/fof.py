@@ -289,7 +289,7 @@ def _run_on(cl, prep, job, scattered, callback, timeout):
         except InputError:
             raise
         except BaseException as exc:
-            lost = lost_error(spec.name, spec.clusters_output, exc)
+            lost = lost_error(spec.name, spec.clusters_output, exc, cl)
             if lost is not None:
                 raise lost from exc
             raise

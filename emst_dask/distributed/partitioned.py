@@ -271,7 +271,7 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
                     log.warning("partitioned job: its in-memory points died with a worker; "
                                 "running it again (%d)", attempt)
                     continue
-                lost = lost_error("partitioned", output, exc)
+                lost = lost_error("partitioned", output, exc, client)
                 if lost is not None:
                     raise lost from exc
                 raise

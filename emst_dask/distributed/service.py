@@ -205,7 +205,7 @@ def run_job(cl, prep: Prepared, timeout=None):
                     log.warning("job %s: its input died with its worker; submitting it "
                                 "again (%d)", spec.name, spec.attempt)
                     continue
-                lost = lost_error(spec.name, spec.output, exc)
+                lost = lost_error(spec.name, spec.output, exc, cl)
                 if lost is not None:
                     raise lost from exc
                 raise
@@ -338,7 +338,7 @@ class Job:
         except InputError:
             raise
         except Exception as exc:
-            lost = lost_error(self.name, self.info.get("out"), exc)
+            lost = lost_error(self.name, self.info.get("out"), exc, self.client)
             if lost is not None:
                 raise lost from exc
             raise
