@@ -211,7 +211,13 @@ def test_scheduler_killed_mid_job_is_a_clear_error(tmp_path, snap, partitions):
             assert time.monotonic() - t0 < 120
             msg = str(err.value)
             assert "lost its connection to the scheduler" in msg and "edges.zarr" in msg, msg
-            assert _store_state(out) in ("absent", "complete")
+            # a worker that outlives the scheduler may still place the store:
+            # complete and readable, or absent, never one that says complete and is not
+            for _ in range(2):
+                assert _store_state(out) in ("absent", "complete")
+                if _store_state(out) == "complete":
+                    assert open_edges(out).attrs["n_edges"] == len(snap[1]) - 1
+                time.sleep(3)
     finally:
         pc.stop()
 
@@ -230,3 +236,27 @@ def test_any_error_of_a_disconnected_client_is_the_lost_scheduler():
     assert "lost its connection to the scheduler" in str(err) and "out.zarr" in str(err)
     assert lost_error("j", None, RuntimeError("boom"), SimpleNamespace(status="running")) \
         is None
+
+
+def test_a_task_that_may_still_run_keeps_its_temporaries():
+    """After a timeout, an interrupt or the scheduler's loss a worker may
+    still be writing the job's temporary: removing it under the writer left
+    a store marked complete without its arrays' metadata.  Only a job known
+    to have ended has its temporaries removed by the client."""
+    from types import SimpleNamespace
+
+    from distributed.utils import CancelledError
+
+    from emst_dask.distributed.faults import writer_may_live
+
+    up, down = SimpleNamespace(status="running"), SimpleNamespace(status="connecting")
+    assert writer_may_live(TimeoutError(), up)
+    assert writer_may_live(KeyboardInterrupt(), up)
+    assert writer_may_live(None, down)
+    lost = WorkerLost("x")
+    lost.__cause__ = CancelledError("k")
+    lost.__cause__.reason = "scheduler-connection-lost"
+    assert writer_may_live(lost, up)
+    assert not writer_may_live(None, up)
+    assert not writer_may_live(ValueError("a task's own error"), up)
+    assert not writer_may_live(WorkerLost("its workers died"), up)

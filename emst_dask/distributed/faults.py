@@ -78,8 +78,11 @@ def lost_error(name, out, exc, client=None):
     scheduler_gone = client is not None and getattr(client, "status", "running") != "running"
     if scheduler_gone or (isinstance(exc, CancelledError)
                           and getattr(exc, "reason", "") == "scheduler-connection-lost"):
+        later = "" if out is None else \
+            (f"; {out} was not written by then, and a worker that outlives the scheduler "
+             "may still write it: complete, or not at all")
         return WorkerLost(f"job {name!r}: the client lost its connection to the scheduler "
-                          f"(it died, or the network failed){wrote}; its input is untouched: "
+                          f"(it died, or the network failed){later}; its input is untouched: "
                           "submit it again when the scheduler is back")
     if isinstance(exc, NoWorkerError):
         return WorkerLost(f"job {name!r}: its worker died and no worker was left to rerun it "
@@ -96,6 +99,25 @@ def lost_error(name, out, exc, client=None):
         return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
                           f"no worker was left to run it again ({exc}){wrote}")
     return None
+
+
+def writer_may_live(exc, client=None) -> bool:
+    """True when a job that ended in ``exc`` may still have a task running
+    on a worker (the client timed out or was interrupted, or lost the
+    scheduler): its temporaries must then be left to that task, which
+    places or removes its own, for removing them under it could leave a
+    store that says complete and is not."""
+    from distributed.utils import CancelledError
+
+    if client is not None and getattr(client, "status", "running") != "running":
+        return True
+    while exc is not None:
+        if isinstance(exc, (TimeoutError, KeyboardInterrupt)) or (
+                isinstance(exc, CancelledError)
+                and getattr(exc, "reason", "") == "scheduler-connection-lost"):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def workers_died(name, deaths, allowed, last, out=None) -> WorkerLost:

@@ -232,12 +232,16 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
                                            **options)
         spec = prep.spec
         callback, bar = progress_callback(progress, spec.name)
+        ended = None
         try:
             if cl is None:
                 return _run_inline(prep, job, scattered, callback)
             return _run_on(cl, prep, job, scattered, callback, timeout)
+        except BaseException as exc:
+            ended = exc
+            raise
         finally:
-            cleanup(cl, spec)
+            cleanup(cl, spec, ended)
             if bar:
                 bar.close()
 

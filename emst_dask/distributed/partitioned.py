@@ -38,7 +38,8 @@ from ..partitioned.edges import Edges
 from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
 from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
-from .faults import Refused, input_lost, lost_error, refusing, unwrap, unwrap_all, workers_died
+from .faults import (Refused, input_lost, lost_error, refusing, unwrap, unwrap_all,
+                     workers_died, writer_may_live)
 from .partitioned_output import gather_output, write_output
 from .worker import apply_settings
 
@@ -214,7 +215,7 @@ def choose_partitions(partitions, n: int, d: int, dtype, client, backend) -> int
 # --------------------------------------------------------------------------
 def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto",
                      sort_by_weight=False, output=None, max_rounds=8, seed=0,
-                     box_size=None):
+                     box_size=None, name=None):
     """Exact EMST of a resolved ``source`` split into P boxes over the
     workers of ``client``.
 
@@ -229,6 +230,8 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
     output : Output, optional
         Checked; the workers write the edge store there.
     max_rounds, seed : int
+    name : str, optional
+        The job's name in its errors (default "partitioned").
     box_size : (d,) float64 or None
         A periodic box, checked (``check_box_size``).
 
@@ -239,15 +242,17 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
     """
     from ..distributed.client import workers_of
 
+    name = "partitioned" if name is None else str(name)
     attempt = 0
     reruns = 0
+    ended = None
     try:
         while True:
             workers = workers_of(client)
             if not workers:
                 if not reruns:
                     raise InputError("the cluster has no workers")
-                wait_for_a_worker(client, ["partitioned"], output)
+                wait_for_a_worker(client, [name], output)
                 continue
             try:
                 with client.as_current():
@@ -258,7 +263,7 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
             except WorkerGone as gone:
                 reruns += 1
                 if reruns > allowed_failures():
-                    raise workers_died("partitioned", reruns, allowed_failures(), str(gone),
+                    raise workers_died(name, reruns, allowed_failures(), str(gone),
                                        output) from None
                 log.warning("partitioned job: every worker it ran on left the cluster; "
                             "running it again (%d)", reruns)
@@ -271,13 +276,18 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
                     log.warning("partitioned job: its in-memory points died with a worker; "
                                 "running it again (%d)", attempt)
                     continue
-                lost = lost_error("partitioned", output, exc, client)
+                ended = exc
+                lost = lost_error(name, output, exc, client)
                 if lost is not None:
                     raise lost from exc
                 raise
     finally:
         if output is not None and output.local is not None:
-            output.cleanup()
+            if writer_may_live(ended, client):
+                log.warning("job %s: a task of it may still be running; its temporaries "
+                            "are left to it", name)
+            else:
+                output.cleanup()
 
 
 def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight, output,
@@ -373,7 +383,7 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
         return emst_partitioned(src, client=cl, partitions=partitions,
                                 min_samples=min_samples, backend=backend,
                                 sort_by_weight=sort_by_weight, output=output,
-                                box_size=box_size)
+                                box_size=box_size, name=name)
 
 
 def _in_process(source, partitions, min_samples, backend, sort_by_weight, out, box_size=None):

@@ -36,7 +36,7 @@ from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
 from .client import client_for, connect, workers_may_see_other_files, workers_of
 from .dispatch import run_watched
-from .faults import Refused, input_lost, lost_error, unwrap
+from .faults import Refused, input_lost, lost_error, unwrap, writer_may_live
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
                   write_task)
 
@@ -166,9 +166,14 @@ def submit_chain(client, prep: Prepared, worker=None, pinned=False):
     return last
 
 
-def cleanup(client, spec: JobSpec):
+def cleanup(client, spec: JobSpec, exc=None):
     """Remove the temporaries of all of a job's attempts (here, where the
-    output is visible; else on a worker)."""
+    output is visible; else on a worker), unless the job ended in ``exc``
+    while one of its tasks may still run (``faults.writer_may_live``)."""
+    if writer_may_live(exc, client):
+        log.warning("job %s: a task of it may still be running; its temporaries are left "
+                    "to it", spec.name)
+        return
     for out in (spec.output, spec.clusters_output):
         if out is None or out.local is None:
             continue
@@ -193,6 +198,7 @@ def run_job(cl, prep: Prepared, timeout=None):
     def again():
         spec.attempt += 1
 
+    ended = None
     try:
         while True:
             try:
@@ -205,12 +211,13 @@ def run_job(cl, prep: Prepared, timeout=None):
                     log.warning("job %s: its input died with its worker; submitting it "
                                 "again (%d)", spec.name, spec.attempt)
                     continue
+                ended = exc
                 lost = lost_error(spec.name, spec.output, exc, cl)
                 if lost is not None:
                     raise lost from exc
                 raise
     finally:
-        cleanup(cl, spec)
+        cleanup(cl, spec, ended)
 
 
 def progress_callback(progress, label):
@@ -346,7 +353,7 @@ class Job:
             if self.future.done() and self.info.get("output") is not None:
                 spec = JobSpec(self.name, self.info["token"], None, "",
                                output=self.info["output"])
-                cleanup(self.client, spec)
+                cleanup(self.client, spec)  # left alone without the scheduler
 
     def cancel(self):
         """Cancel the job's future."""
@@ -354,10 +361,10 @@ class Job:
 
     def forget(self):
         """Unpublish the job (it is then released when no client holds it)."""
-        if self.published:
+        if self.published and self.client.status == "running":  # else gone with it
             with contextlib.suppress(KeyError):
                 self.client.unpublish_dataset(DATASET_PREFIX + self.name)
-            self.published = False
+        self.published = False
 
     def __repr__(self):
         return f"Job({self.name!r}, status={self.status()!r}, out={self.info.get('out')!r})"
