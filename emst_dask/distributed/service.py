@@ -34,7 +34,7 @@ from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
-from .client import client_for, connect, workers_may_see_other_files, workers_of
+from .client import client_for, connect, workers_may_see_other_files
 from .dispatch import run_watched
 from .faults import Refused, input_lost, lost_error, unwrap, writer_may_live
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
