@@ -15,8 +15,11 @@ Two kinds of failure come back from workers:
 from __future__ import annotations
 
 import functools
+import logging
 
 from ..errors import InputError, WorkerLost
+
+log = logging.getLogger(__name__)
 
 #: reasons of a cancelled future that do not mean lost data
 NOT_LOST = ("scheduler-connection-lost", "scheduler-restart")
@@ -75,9 +78,7 @@ def lost_error(name, out, exc, client=None):
     from distributed.utils import CancelledError
 
     wrote = "" if out is None else f"; {out} was not written"
-    scheduler_gone = client is not None and getattr(client, "status", "running") != "running"
-    if scheduler_gone or (isinstance(exc, CancelledError)
-                          and getattr(exc, "reason", "") == "scheduler-connection-lost"):
+    if _scheduler_lost(exc, client):
         later = "" if out is None else \
             (f"; {out} was not written by then, and a worker that outlives the scheduler "
              "may still write it: complete, or not at all")
@@ -101,23 +102,40 @@ def lost_error(name, out, exc, client=None):
     return None
 
 
+def _scheduler_lost(exc, client=None) -> bool:
+    """``client`` (if any) is no longer connected, or ``exc`` is a future
+    cancelled because the connection to the scheduler was lost."""
+    from distributed.utils import CancelledError
+
+    if client is not None and getattr(client, "status", "running") != "running":
+        return True
+    return isinstance(exc, CancelledError) and \
+        getattr(exc, "reason", "") == "scheduler-connection-lost"
+
+
 def writer_may_live(exc, client=None) -> bool:
     """True when a job that ended in ``exc`` may still have a task running
     on a worker (the client timed out or was interrupted, or lost the
     scheduler): its temporaries must then be left to that task, which
     places or removes its own, for removing them under it could leave a
     store that says complete and is not."""
-    from distributed.utils import CancelledError
-
-    if client is not None and getattr(client, "status", "running") != "running":
+    if _scheduler_lost(None, client):
         return True
     while exc is not None:
-        if isinstance(exc, (TimeoutError, KeyboardInterrupt)) or (
-                isinstance(exc, CancelledError)
-                and getattr(exc, "reason", "") == "scheduler-connection-lost"):
+        if isinstance(exc, (TimeoutError, KeyboardInterrupt)) or _scheduler_lost(exc):
             return True
         exc = exc.__cause__
     return False
+
+
+def leave_temporaries(name, exc, client=None) -> bool:
+    """``writer_may_live``, said in the log: the caller then leaves the
+    job ``name``'s temporaries to its task."""
+    if not writer_may_live(exc, client):
+        return False
+    log.warning("job %s: a task of it may still be running; its temporaries are left to it",
+                name)
+    return True
 
 
 def workers_died(name, deaths, allowed, last, out=None) -> WorkerLost:

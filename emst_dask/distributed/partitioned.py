@@ -38,8 +38,8 @@ from ..partitioned.edges import Edges
 from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
 from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
-from .faults import (Refused, input_lost, lost_error, refusing, unwrap, unwrap_all,
-                     workers_died, writer_may_live)
+from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
+                     unwrap_all, workers_died)
 from .partitioned_output import gather_output, write_output
 from .worker import apply_settings
 
@@ -262,9 +262,9 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
                 raise
             except WorkerGone as gone:
                 reruns += 1
-                if reruns > allowed_failures():
-                    raise workers_died(name, reruns, allowed_failures(), str(gone),
-                                       output) from None
+                allowed = allowed_failures()
+                if reruns > allowed:
+                    raise workers_died(name, reruns, allowed, str(gone), output) from None
                 log.warning("partitioned job: every worker it ran on left the cluster; "
                             "running it again (%d)", reruns)
                 continue
@@ -282,12 +282,9 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
                     raise lost from exc
                 raise
     finally:
-        if output is not None and output.local is not None:
-            if writer_may_live(ended, client):
-                log.warning("job %s: a task of it may still be running; its temporaries "
-                            "are left to it", name)
-            else:
-                output.cleanup()
+        if output is not None and output.local is not None \
+                and not leave_temporaries(name, ended, client):
+            output.cleanup()
 
 
 def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight, output,

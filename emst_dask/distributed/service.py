@@ -36,7 +36,7 @@ from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
 from .client import client_for, connect, workers_may_see_other_files
 from .dispatch import run_watched
-from .faults import Refused, input_lost, lost_error, unwrap, writer_may_live
+from .faults import Refused, input_lost, leave_temporaries, lost_error, unwrap
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
                   write_task)
 
@@ -170,9 +170,7 @@ def cleanup(client, spec: JobSpec, exc=None):
     """Remove the temporaries of all of a job's attempts (here, where the
     output is visible; else on a worker), unless the job ended in ``exc``
     while one of its tasks may still run (``faults.writer_may_live``)."""
-    if writer_may_live(exc, client):
-        log.warning("job %s: a task of it may still be running; its temporaries are left "
-                    "to it", spec.name)
+    if leave_temporaries(spec.name, exc, client):
         return
     for out in (spec.output, spec.clusters_output):
         if out is None or out.local is None:
