@@ -187,14 +187,16 @@ def watch(cl, fut, worker, deadline=None):
             raise WorkerGone(worker)
 
 
-def run_watched(cl, name, submit, deadline=None, out=None, again=None):
+def run_watched(cl, spec, submit, deadline=None, out=None):
     """Run one job pinned to the least-loaded worker, watched.
 
     Parameters
     ----------
     cl : distributed.Client
-    name : str
-        The job's name, for its errors.
+    spec : job spec
+        Its ``name`` (str) names the job in errors; its ``attempt`` (int)
+        is counted up before a job whose worker died is submitted again
+        (the task keys carry it, so they stay unique).
     submit : callable(worker) -> distributed.Future
         Submits the job's tasks pinned to ``worker`` (str); the future of
         the last.
@@ -202,8 +204,6 @@ def run_watched(cl, name, submit, deadline=None, out=None, again=None):
         ``time.monotonic()`` value after which ``TimeoutError`` is raised.
     out : optional
         The job's output, named in a ``WorkerLost``.
-    again : callable(), optional
-        Called before a job whose worker died is submitted again.
 
     Returns
     -------
@@ -212,6 +212,7 @@ def run_watched(cl, name, submit, deadline=None, out=None, again=None):
     running it than ``distributed.scheduler.allowed-failures``, or when no
     worker is left within ``distributed.scheduler.no-workers-timeout``.
     """
+    name = spec.name
     allowed = allowed_failures()
     deaths = 0
     while True:
@@ -228,8 +229,7 @@ def run_watched(cl, name, submit, deadline=None, out=None, again=None):
                 raise workers_died(name, deaths, allowed, worker, out) from None
             log.warning("job %s: its worker %s left the cluster; submitting it again (%d)",
                         name, worker, deaths)
-            if again is not None:
-                again()
+            spec.attempt += 1
         except BaseException:
             fut.cancel()
             raise

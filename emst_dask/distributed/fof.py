@@ -282,14 +282,10 @@ def _run_on(cl, prep, job, scattered, callback, timeout):
         return cl.submit(fof_task, spec, job, staged, *extra, key=spec.key("fof"),
                          priority=1, **kw)
 
-    def again():
-        spec.attempt += 1
-
     relay = Relay(cl, spec.topic, callback) if callback else None
     try:
         try:
-            res = unwrap(run_watched(cl, spec.name, submit, deadline, spec.clusters_output,
-                                     again))
+            res = unwrap(run_watched(cl, spec, submit, deadline, spec.clusters_output))
         except InputError:
             raise
         except BaseException as exc:

@@ -193,14 +193,11 @@ def run_job(cl, prep: Prepared, timeout=None):
     def submit(worker):
         return submit_chain(cl, prep, worker, pinned=True)
 
-    def again():
-        spec.attempt += 1
-
     ended = None
     try:
         while True:
             try:
-                return unwrap(run_watched(cl, spec.name, submit, deadline, spec.output, again))
+                return unwrap(run_watched(cl, spec, submit, deadline, spec.output))
             except InputError:
                 raise
             except BaseException as exc:
