@@ -328,7 +328,10 @@ def squarable(pts):
     overflow: distinct coordinates differ by at least the float spacing at
     the smallest nonzero magnitude, and no difference exceeds twice the
     largest magnitude (room kept for 8 squared terms).  True / False, or
-    None within a factor 8 of the limit (either answer is right there)."""
+    None within a factor 8 of the limit (either answer is right there).
+    A single point has no distances: True."""
+    if len(pts) < 2:
+        return True
     a = np.abs(np.asarray(pts))
     nz = a[a > 0]
     if nz.size == 0 or np.asarray(pts).dtype == np.float32:
