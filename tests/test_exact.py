@@ -10,12 +10,14 @@ order (weight, min(u, v), max(u, v)).
 from __future__ import annotations
 
 import itertools
+import math
+import warnings
 
 import hypothesis.extra.numpy as hnp
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from emst_dask import InputError, SpanningTree, emst
@@ -110,6 +112,8 @@ def clouds(draw, max_n=48, max_d=5):
 
 
 @given(pts=clouds())
+# one point has no distances to square, however far apart its magnitudes
+@example(pts=np.array([[1.0, 2.22507386e-311]]))
 def test_property_small_clouds(backend, pts):
     verdict = squarable(pts)
     try:
@@ -345,6 +349,28 @@ def test_extreme_scales(backend, dtype, scale):
     assert np.isclose(tree.total_weight / scale, unit.total_weight,
                       rtol=1e-5 if dtype is np.float32 else 1e-12)
     assert info["total"] > 0
+
+
+@pytest.mark.parametrize("dtype,far", [(np.float64, 1e308), (np.float32, 3e38)])
+def test_edge_longer_than_the_float_range_is_refused(backend, dtype, far):
+    """Two points 2 * far apart: no weight of the input's type holds their
+    distance, so the tree is refused, naming the rows, not given an inf."""
+    pts = np.array([[far, 0.0], [-far, 0.0], [0.0, far / 2]], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning either
+        with pytest.raises(InputError, match=r"rows 0 and 1 are an edge .* largest " +
+                           np.dtype(dtype).name):
+            emst(pts[:2], backend=backend)
+        # with a third point between them: edges 1.118 * far long, which fit
+        tree = emst(pts, backend=backend)
+    # (the oracle's differences would overflow: the tree is checked here, each
+    # distance computed halved in float64, where no difference overflows)
+    src, dst = host(tree.source), host(tree.target)
+    assert edge_set(src, dst) == {(0, 2), (1, 2)}
+    half = pts.astype(np.float64) / 2
+    true = [2 * math.hypot(*(half[a] - half[b])) for a, b in zip(src, dst)]
+    np.testing.assert_allclose(host(tree.weight).astype(np.float64), true,
+                               rtol=WEIGHT_RTOL[np.dtype(dtype)])
 
 
 @pytest.mark.parametrize("dtype,offset,spread", [

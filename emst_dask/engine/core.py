@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ..kernels import get_kernels, resolve_backend
 from .order import strict_edge_order
 from ..tree import SpanningTree
@@ -60,6 +61,8 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
         src, dst, res.weight2 = src[order], dst[order], res.weight2[order]
         record = _in_rank_order(K.xp, res.hierarchy, order)
     weight = unscale_weights(K, res.weight2, res.exponent, points.dtype)
+    if res.exponent < 0 or res.weight2.dtype != points.dtype:  # could overflow
+        check_representable(K, weight, src, dst)
     core = None
     if res.core2 is not None:
         core = unscale_weights(K, res.core2, res.exponent, points.dtype)
@@ -67,6 +70,39 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
                         res.iterations, res.components, res.timings, box_size=box_size,
                         hierarchy=record)
     return tree.sorted_by_weight() if sort_by_weight else tree
+
+
+def check_representable(K, weight, src, dst):
+    """Refuse a tree with an edge longer than the weights' float type holds.
+
+    A cloud scaled down to be squared safely (or a float32 one computed in
+    float64) can have an edge whose length, scaled back, overflows: its
+    weight would be inf.  Which edges the tree has is only known once it
+    is built, so this runs after the Borůvka iterations.
+
+    Parameters
+    ----------
+    K : kernel set
+    weight : (m,) float32/float64 array of ``K.xp``, the weights in input units.
+    src, dst : (m,) int64 arrays of ``K.xp``, the edges' rows.
+
+    Raises
+    ------
+    InputError
+        Naming the first such edge's rows.
+    """
+    bad = K.xp.flatnonzero(K.xp.isinf(weight))
+    if bad.shape[0] == 0:
+        return
+    e = int(bad[0])
+    a, b = sorted((int(src[e]), int(dst[e])))
+    dtype = np.dtype(weight.dtype)
+    hint = ("convert the points to float64, or scale the cloud down" if dtype == np.float32
+            else "scale the cloud down")
+    raise InputError(
+        f"rows {a} and {b} are an edge of the tree and lie farther "
+        f"apart than the largest {dtype} ({float(np.finfo(dtype).max):.4g}): no {dtype} "
+        f"weight holds their distance ({bad.shape[0]} such edge(s)); {hint}")
 
 
 def _in_rank_order(xp, picks, order):

@@ -183,5 +183,6 @@ def unscale_weights(K, w2, exponent: int, dtype):
     if exponent or w.dtype != np.dtype(dtype):
         # on the host: device arithmetic may flush subnormal results to zero
         host = np.asarray(K.to_host(w))
-        w = K.to_device(np.ldexp(host.astype(np.float64), -exponent).astype(dtype))
+        with np.errstate(over="ignore"):  # inf beyond the range: the caller refuses it
+            w = K.to_device(np.ldexp(host.astype(np.float64), -exponent).astype(dtype))
     return w.astype(dtype, copy=False)
