@@ -8,8 +8,15 @@ from __future__ import annotations
 import os
 import sys
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Test processes share the cores (pytest -n, and the Dask workers tests
+# start), each with its numba pool: OpenMP threads that spin while they
+# wait for work take the cores from the other processes' threads (the
+# partitioned tests, many short parallel calls, ran 12 times slower on two
+# cores).  Set before numba launches its pool; inherited by child processes.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/oracle.py as ``oracle``
 
