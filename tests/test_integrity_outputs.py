@@ -827,3 +827,46 @@ def test_cleanup_never_moves_an_unfinished_temporary_into_place(tmp_path):
     assert o.cleanup() == 1
     assert not os.path.lexists(out)
     assert no_tmp_siblings(out)
+
+
+def test_a_dead_jobs_set_aside_output_is_said_before_any_work(tmp_path, pts):
+    """A job killed between ``place``'s renames, whose client never cleaned
+    up (it died too): the user's former output sits hidden in a set-aside
+    temporary.  The next job writing that name refuses before any work,
+    naming where the former output is and how to put it back; its own job
+    writes nothing and leaves the set-aside as it is."""
+    from emst_dask.io.output import Output
+
+    out = str(tmp_path / "edges.zarr")
+    emst_dask.emst(pts, out=out)
+    dead = Output(out, overwrite=True)
+    held = dead.temporary("old-12345678")
+    os.rename(out, held)
+    events = []
+    with pytest.raises(emst_dask.OutputError) as err:
+        emst_dask.emst(pts, out=out, overwrite=True,
+                       progress=lambda phase, **kw: events.append(phase))
+    msg = str(err.value)
+    assert "edges.zarr is absent" in msg and held in msg and "move it back" in msg, msg
+    assert "tree" not in events and "iteration" not in events, events
+    assert os.path.isdir(held) and not os.path.lexists(out)
+    os.rename(held, out)  # as the message says
+    assert emst_dask.read_edges(out).n_edges == len(pts) - 1
+
+
+def test_a_dead_jobs_temporaries_are_said_in_the_log(tmp_path, pts, caplog):
+    """Unfinished temporaries of another job (a worker killed while writing,
+    its client gone) may belong to a job that still runs: the next job
+    leaves them and says where they are."""
+    import logging
+
+    from emst_dask.io.output import Output
+
+    out = str(tmp_path / "edges.zarr")
+    left = Output(out).temporary("attempt-0")
+    os.makedirs(left)
+    with caplog.at_level(logging.WARNING, logger="emst_dask.io.output"):
+        emst_dask.emst(pts, out=out)
+    assert_same_tree(emst_dask.open_edges(out), pts)
+    assert os.path.basename(left) in caplog.text and "temporary of earlier jobs" in caplog.text
+    assert os.path.isdir(left)

@@ -14,6 +14,7 @@ Two kinds of failure come back from workers:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 
@@ -100,6 +101,22 @@ def lost_error(name, out, exc, client=None):
         return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
                           f"no worker was left to run it again ({exc}){wrote}")
     return None
+
+
+@contextlib.contextmanager
+def in_user_terms(name, out, client=None):
+    """Errors raised inside, as the user of job ``name`` (output ``out``)
+    sees them: the user's own (``InputError``) as they are, a job that died
+    with its workers or its scheduler as ``lost_error``'s ``WorkerLost``."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as exc:  # an interrupt stays one
+        lost = lost_error(name, out, exc, client)
+        if lost is None:
+            raise
+        raise lost from exc
 
 
 def _scheduler_lost(exc, client=None) -> bool:

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.checks import check_backend
 from ..io.source import is_in_memory
-from .faults import lost_error, refusing, unwrap
+from .faults import in_user_terms, refusing, unwrap
 from .job import DeferredSource, JobSpec, Reporter, _reported, done, read
 from .worker import apply_settings
 
@@ -284,15 +284,8 @@ def _run_on(cl, prep, job, scattered, callback, timeout):
 
     relay = Relay(cl, spec.topic, callback) if callback else None
     try:
-        try:
+        with in_user_terms(spec.name, spec.clusters_output, cl):
             res = unwrap(run_watched(cl, spec, submit, deadline, spec.clusters_output))
-        except InputError:
-            raise
-        except BaseException as exc:
-            lost = lost_error(spec.name, spec.clusters_output, exc, cl)
-            if lost is not None:
-                raise lost from exc
-            raise
         if relay:
             relay.wait_done()
         return res

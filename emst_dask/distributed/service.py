@@ -36,7 +36,7 @@ from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
 from .client import client_for, connect, workers_may_see_other_files
 from .dispatch import run_watched
-from .faults import Refused, input_lost, leave_temporaries, lost_error, unwrap
+from .faults import Refused, in_user_terms, input_lost, leave_temporaries, unwrap
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
                   write_task)
 
@@ -196,21 +196,17 @@ def run_job(cl, prep: Prepared, timeout=None):
     ended = None
     try:
         while True:
-            try:
-                return unwrap(run_watched(cl, spec, submit, deadline, spec.output))
-            except InputError:
-                raise
-            except BaseException as exc:
-                if input_lost(exc, prep.scattered) and spec.attempt < RESUBMIT_LOST_INPUT:
-                    spec.attempt += 1  # run_watched waits for a worker first
-                    log.warning("job %s: its input died with its worker; submitting it "
-                                "again (%d)", spec.name, spec.attempt)
-                    continue
-                ended = exc
-                lost = lost_error(spec.name, spec.output, exc, cl)
-                if lost is not None:
-                    raise lost from exc
-                raise
+            with in_user_terms(spec.name, spec.output, cl):
+                try:
+                    return unwrap(run_watched(cl, spec, submit, deadline, spec.output))
+                except BaseException as exc:
+                    if input_lost(exc, prep.scattered) and spec.attempt < RESUBMIT_LOST_INPUT:
+                        spec.attempt += 1  # run_watched waits for a worker first
+                        log.warning("job %s: its input died with its worker; submitting it "
+                                    "again (%d)", spec.name, spec.attempt)
+                        continue
+                    ended = exc
+                    raise
     finally:
         cleanup(cl, spec, ended)
 
@@ -336,14 +332,8 @@ class Job:
     def result(self, timeout=None):
         """The job's result; its error in the user's terms."""
         try:
-            return unwrap(self.future.result(timeout=timeout))
-        except InputError:
-            raise
-        except Exception as exc:
-            lost = lost_error(self.name, self.info.get("out"), exc, self.client)
-            if lost is not None:
-                raise lost from exc
-            raise
+            with in_user_terms(self.name, self.info.get("out"), self.client):
+                return unwrap(self.future.result(timeout=timeout))
         finally:
             if self.future.done() and self.info.get("output") is not None:
                 spec = JobSpec(self.name, self.info["token"], None, "",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -35,6 +36,8 @@ import numpy as np
 from ..errors import OutputError
 from . import npy
 from .paths import contains, is_pathlike, local_path
+
+log = logging.getLogger(__name__)
 
 #: format tag of an edge store (a Zarr group attribute)
 EDGE_FORMAT = "emst-dask edges 1"
@@ -123,6 +126,7 @@ class Output:
             what = "is the input" if os.path.realpath(loc) == os.path.realpath(
                 source_location) else f"holds the input {source_location}"
             raise OutputError(f"{loc}: {what}; choose another output")
+        self._check_leftovers()
         if os.path.lexists(loc):
             if not self.overwrite:
                 raise OutputError(f"{loc}: already exists; pass overwrite=True (--overwrite) "
@@ -132,6 +136,32 @@ class Output:
                 raise OutputError(f"{loc}: {why}; not replacing it (only a store or .npy "
                                   "file of this kind that emst-dask wrote may be replaced)")
         return self
+
+    def _check_leftovers(self):
+        """What jobs that died left beside the output: a former output set
+        aside while it was being replaced, the output itself absent, is the
+        user's and must come back first (an OutputError saying how); other
+        temporaries are only said in the log (a job writing them may live)."""
+        loc = self.local
+        parent, base = os.path.dirname(loc), os.path.basename(loc)
+        prefix = f".{base}{TMP_TAG}"
+        try:
+            names = sorted(n for n in os.listdir(parent) if n.startswith(prefix)
+                           and not n.startswith(self._temporary_prefix()))
+        except OSError:
+            return
+        aside = [n for n in names if n[len(prefix):].split("-", 1)[-1].startswith(_SET_ASIDE)]
+        if aside and not os.path.lexists(loc):
+            held = os.path.join(parent, aside[0])
+            raise OutputError(f"{loc} is absent, but a job that died while replacing it left "
+                              f"the former {base} at {held}: move it back "
+                              f"(mv '{held}' '{loc}') or remove it, then run again")
+        if names:
+            log.warning("%s: %d temporar%s of earlier jobs beside it (%s); a job killed while "
+                        "writing leaves one: remove %s once no job writes %s", loc,
+                        len(names), "y" if len(names) == 1 else "ies", ", ".join(names[:3])
+                        + (", ..." if len(names) > 3 else ""),
+                        "it" if len(names) == 1 else "them", base)
 
     def why_not_replaceable(self, loc: str) -> str | None:
         """None when ``loc`` holds something this package wrote and this
