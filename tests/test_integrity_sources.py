@@ -71,7 +71,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 import emst_dask
 from emst_dask.cli import main
 from oracle import check_spanning_tree, distance_matrix, edge_set
-from service_util import cloud, write_snapshot
+from service_util import assert_same_tree, cloud, write_snapshot
 
 InputError = emst_dask.InputError
 
@@ -184,6 +184,49 @@ def test_missing_column_chunk_is_an_error_naming_the_chunk(tmp_path, zarr_format
     msg = str(exc.value)
     assert _names_chunk(msg, 1) and "rows 250-499" in msg, msg
     assert "missing" in msg.lower(), msg
+
+
+@pytest.mark.parametrize("inner", [(100, 3), (50, 1)], ids=["row-chunks", "row-column-chunks"])
+def test_sharded_array_written_in_part_is_an_error_naming_the_rows(tmp_path, inner):
+    """A shard's file exists once any of its chunks is written; the chunks
+    it never got read as the fill value.  They are missing chunks: refused
+    before any work, naming their rows; the whole array is read exactly."""
+    pts = cloud(450, 3, seed=23)
+    path = os.fspath(tmp_path / "sharded.zarr")
+    arr = zarr.create_array(path, shape=pts.shape, chunks=inner, shards=(200, 3),
+                            dtype=pts.dtype)
+    arr[:100] = pts[:100]
+    arr[200:] = pts[200:]
+    phases = []
+    with pytest.raises(InputError) as exc:
+        emst_dask.emst(path, client=False, progress=lambda p, **i: phases.append(p))
+    msg = str(exc.value)
+    assert _names_chunk(msg, 0) and "rows 100-" in msg and "never written" in msg, msg
+    assert "tree" not in phases and "iteration" not in phases, phases
+    arr[100:200] = pts[100:200]
+    assert_same_tree(emst_dask.emst(path, client=False), pts)
+
+
+def test_sharded_chunk_lost_after_the_check_is_an_error_on_read(tmp_path):
+    """The worker's read finds a chunk its shard lost after the source was
+    checked (the shard rewritten in part): it reads as the fill value, so
+    the shard's index is looked up and the read refused."""
+    from emst_dask.io import resolve_source
+
+    pts = cloud(400, 3, seed=24)
+    path = os.fspath(tmp_path / "sharded.zarr")
+    arr = zarr.create_array(path, shape=pts.shape, chunks=(100, 3), shards=(200, 3),
+                            dtype=pts.dtype)
+    arr[:] = pts
+    src = resolve_source(path)
+    np.testing.assert_array_equal(src.read(0, 400), pts)
+    again = zarr.create_array(path, shape=pts.shape, chunks=(100, 3), shards=(200, 3),
+                              dtype=pts.dtype, overwrite=True)
+    again[:100] = pts[:100]
+    again[200:] = pts[200:]
+    with pytest.raises(InputError) as exc:
+        src.read(0, 400)
+    assert "rows 100-199" in str(exc.value) and "never written" in str(exc.value), exc.value
 
 
 # --------------------------------------------------------------------------

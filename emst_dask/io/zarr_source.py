@@ -250,7 +250,8 @@ class ZarrPoints(PointSource):
     # -- chunk presence ----------------------------------------------------------
     @staticmethod
     def _missing(arr, row_ranges=None) -> list:
-        """Storage keys of ``arr`` absent from its store: (row chunk, key)."""
+        """Storage keys of ``arr`` absent from its store, or else inner
+        chunks of its shards that were never written: (row chunk, where)."""
         from zarr.core.sync import sync
 
         store = arr.store_path.store
@@ -258,8 +259,13 @@ class ZarrPoints(PointSource):
         keys = _storage_keys(arr, row_ranges)
         if row_ranges is None:
             listed = set(sync(_collect(store.list_prefix(f"{prefix}/" if prefix else ""))))
-            return [(r, k) for r, k in keys if k not in listed]
-        return [(r, k) for r, k in keys if not sync(store.exists(k))]
+            absent = [(r, f"no chunk file at {k}") for r, k in keys if k not in listed]
+        else:
+            absent = [(r, f"no chunk file at {k}") for r, k in keys
+                      if not sync(store.exists(k))]
+        if absent or arr.shards is None:
+            return absent
+        return _unwritten_inner_chunks(arr, row_ranges)
 
     def check_chunks_present(self, row_ranges=None):
         """Raise InputError naming the first missing chunk and its rows.
@@ -278,13 +284,13 @@ class ZarrPoints(PointSource):
                 raise InputError(f"{self.where}: cannot look up its chunks "
                                  f"({type(exc).__name__}: {exc})") from None
             if missing:
-                r, key = missing[0]
+                r, what = missing[0]
                 rows = _rows_of(arr, r)
                 k = self.chunk_of(rows[0])
-                member = "" if name is None else f" of {name}"
+                member = "" if name is None else f" (of {name})"
                 raise InputError(
-                    f"{self.where}: {self.chunk_label(k)} is missing: no chunk{member} "
-                    f"at {key} ({len(missing)} of its chunk files are missing). zarr "
+                    f"{self.where}: {self.chunk_label(k)} is missing: {what}{member}; "
+                    f"{len(missing)} missing in all. zarr "
                     "would read it as the fill value; restore the file (if the store "
                     "was written with write_empty_chunks=False and the chunk only held "
                     "the fill value, rewrite it with write_empty_chunks=True)")
@@ -315,17 +321,20 @@ class ZarrPoints(PointSource):
         return out
 
     def _check_fill(self, out, start, stop):
-        """A row chunk that reads as all fill values may be a missing file."""
+        """A chunk (a shard's inner chunk, if sharded) that reads as all fill
+        values may be a missing file, or a chunk its shard never got."""
+        arrays = self._open()
+        fills = [arr.fill_value for arr in arrays]
+        if stop <= start or any(f is None or np.isnan(f) for f in fills):
+            return
+        fill = np.array([fills[0] if len(fills) == 1 else fills[j] for j in range(self.d)])
+        rows = min(int(arr.chunks[0]) for arr in arrays)
         suspects = []
-        for k in range(self.chunk_of(start), self.chunk_of(stop - 1) + 1 if stop > start else 0):
-            a, b = self.chunks[k]
+        for a in range(start - start % rows, stop, rows):
+            b = min(a + rows, self.n)
             block = out[max(a, start) - start:min(b, stop) - start]
-            fills = [arr.fill_value for arr in self._open()]
-            if not block.size or any(f is None or np.isnan(f) for f in fills):
-                continue
-            fill = np.array([fills[0] if len(fills) == 1 else fills[j] for j in range(self.d)])
             # the first row decides at once for almost every chunk
-            if np.array_equal(block[0], fill) and np.all(block == fill):
+            if block.size and np.array_equal(block[0], fill) and np.all(block == fill):
                 suspects.append((a, b))
         if suspects:
             self.check_chunks_present(suspects)
@@ -368,9 +377,39 @@ def _rows_of(arr, r):
     return r * rows, min(arr.shape[0], (r + 1) * rows)
 
 
-def _storage_keys(arr, row_ranges=None) -> list:
-    """(row chunk index, store key) of the storage chunks of ``arr`` (those
-    covering ``row_ranges``, a list of (start, stop), or all)."""
+def _unwritten_inner_chunks(arr, row_ranges=None) -> list:
+    """(row chunk, where) of the chunks inside the array's bounds that their
+    shard's index lists as never written: zarr reads them as the fill value,
+    as it does a missing chunk file (a shard written in part is a file)."""
+    import itertools
+
+    from zarr.core.sync import sync
+
+    codec = arr.metadata.codecs[0]  # a sharded array's array-to-bytes codec
+    per_shard = tuple(s // c for s, c in zip(arr.shards, arr.chunks))
+    shape, shards, inner = arr.shape, arr.shards, arr.chunks
+    out = []
+    for coords, key in _storage_coords(arr, row_ranges):
+        try:
+            shard = arr.store_path / arr.metadata.encode_chunk_key(coords)
+            index = sync(codec._load_shard_index_maybe(shard, per_shard))
+        except Exception as exc:  # zarr's index reader moved, or the index is corrupt
+            raise InputError(f"cannot read the index of shard {key} "
+                             f"({type(exc).__name__}: {exc}); the shard may be corrupt") from None
+        written = (np.zeros(per_shard, bool) if index is None
+                   else np.asarray(index.get_full_chunk_map()).reshape(per_shard))
+        for local in itertools.product(*[range(p) for p in per_shard]):
+            start = [c * sh + i * ch for c, sh, i, ch in zip(coords, shards, local, inner)]
+            if all(st < n for st, n in zip(start, shape)) and not written[local]:
+                rows = f"{start[0]}-{min(shape[0], start[0] + inner[0]) - 1}"
+                out.append((coords[0], f"the shard {key} holds no chunk {local} (rows "
+                                       f"{rows}): it was never written"))
+    return out
+
+
+def _storage_coords(arr, row_ranges=None) -> list:
+    """(storage chunk coordinates, store key) of ``arr``'s storage chunks
+    (those covering ``row_ranges``, a list of (start, stop), or all)."""
     import itertools
 
     shape = arr.shape
@@ -387,5 +426,11 @@ def _storage_keys(arr, row_ranges=None) -> list:
     for r in rows:
         for rest in itertools.product(*[range(g) for g in grid[1:]]):
             key = arr.metadata.encode_chunk_key((r,) + rest)
-            out.append((r, f"{prefix}/{key}" if prefix else key))
+            out.append(((r,) + rest, f"{prefix}/{key}" if prefix else key))
     return out
+
+
+def _storage_keys(arr, row_ranges=None) -> list:
+    """(row chunk index, store key) of the storage chunks of ``arr`` (those
+    covering ``row_ranges``, a list of (start, stop), or all)."""
+    return [(coords[0], key) for coords, key in _storage_coords(arr, row_ranges)]
