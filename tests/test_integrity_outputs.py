@@ -373,9 +373,10 @@ def test_npy_outputs_are_plain_npy_files(tmp_path):
                            rng.random((6, 3)).astype(np.float32),
                            np.arange(24, dtype=np.int64).reshape(3, 8)]):
         path = tmp_path / f"a{i}.npy"
+        kind = ("edges", "points", "clusters", "linkage")[i % 4]
         with open(path, "wb") as fh:
-            npy.save(fh, a)
-        assert npy.written_here(path)
+            npy.save(fh, a, kind)
+        assert npy.written_here(path) == kind
         for got in (np.load(path), np.load(path, mmap_mode="r")):
             assert got.dtype == a.dtype and got.shape == a.shape
             np.testing.assert_array_equal(got, a)
@@ -870,3 +871,34 @@ def test_a_dead_jobs_temporaries_are_said_in_the_log(tmp_path, pts, caplog):
     assert_same_tree(emst_dask.open_edges(out), pts)
     assert os.path.basename(left) in caplog.text and "temporary of earlier jobs" in caplog.text
     assert os.path.isdir(left)
+
+
+@pytest.mark.parametrize("kind", ["run", "hdbscan", "linkage"])
+def test_cli_generate_overwrite_refuses_the_packages_other_npy_files(runner, tmp_path, pts,
+                                                                     kind):
+    """``generate --overwrite`` replaces only a point cloud ``generate``
+    wrote: an edge array, labels or a linkage matrix the package wrote are
+    results, refused and left as they are."""
+    src = tmp_path / "pts.npy"
+    np.save(src, pts)
+    out = tmp_path / f"{kind}.npy"
+    if kind == "run":
+        args = ["run", str(src), "--out", str(out)]
+    elif kind == "hdbscan":
+        args = ["hdbscan", str(src), "--min-cluster-size", "5", "--out", str(out)]
+    else:
+        edges = tmp_path / "e.zarr"
+        assert runner.invoke(main, ["run", str(src), "--out", str(edges)]).exit_code == 0
+        args = ["linkage", str(edges), "--out", str(out)]
+    res = runner.invoke(main, args)
+    assert res.exit_code == 0, res.output
+    before = out.read_bytes()
+    res = runner.invoke(main, ["generate", "uniform", "100", "--out", str(out), "--overwrite"])
+    assert res.exit_code != 0 and "not a point cloud emst-dask generated" in res.output, \
+        res.output
+    assert out.read_bytes() == before
+    res = runner.invoke(main, ["generate", "uniform", "100", "--out", str(tmp_path / "g.npy")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["generate", "uniform", "50", "--out", str(tmp_path / "g.npy"),
+                               "--overwrite"])
+    assert res.exit_code == 0 and np.load(tmp_path / "g.npy").shape[0] == 50, res.output

@@ -177,7 +177,7 @@ def linkage(edges, out, overwrite):
     Z = single_linkage(tree.source, tree.target, tree.weight, tree.n_points)
     output.check()
     with output.written_aside() as tmp, open(tmp, "wb") as fh:
-        npy.save(fh, Z)
+        npy.save(fh, Z, "linkage")
     click.echo(f"n={tree.n_points} merges={len(Z)} "
                f"height max={float(Z[:, 2].max()) if len(Z) else 0.0!r}")
     click.echo(f"wrote {output}")

@@ -80,7 +80,7 @@ def write_clusters(output, arrays: dict, attrs: dict, *, chunks: dict | None = N
     output.check()
     if output.kind == "npy":  # the labels alone
         with output.written_aside() as tmp, open(tmp, "wb") as fh:
-            npy.save(fh, np.asarray(arrays["labels"], np.int64))
+            npy.save(fh, np.asarray(arrays["labels"], np.int64), "clusters")
         output.cleanup()
         return output.local
     with output.written_aside() as tmp:

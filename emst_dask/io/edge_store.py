@@ -226,7 +226,7 @@ def _write_npy(output: Output, tree, attrs, report):
     if report:
         report("write", rows=0, total=int(tree.n_edges))
     with output.written_aside() as tmp, open(tmp, "wb") as fh:
-        npy.save(fh, host_tree(tree).to_numpy())
+        npy.save(fh, host_tree(tree).to_numpy(), "edges")
     output.cleanup()
     if report:
         report("write", rows=int(tree.n_edges), total=int(tree.n_edges))

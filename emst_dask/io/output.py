@@ -173,17 +173,23 @@ class Output:
         if self.kind == "npy":
             if not os.path.isfile(loc):
                 return "is not a file"
-            if not npy.written_here(loc):
+            held = npy.written_here(loc)
+            if held is None:
                 return "is a .npy file that emst-dask did not write (remove it yourself to " \
                     "reuse the name)"
-            if points:  # any array generate wrote
-                return None
+            # files of 0.2.0 carry the edges' header whatever they hold
+            if points:
+                return None if held == "points" else \
+                    "is not a point cloud emst-dask generated (remove it yourself to reuse " \
+                    "the name)"
             if clusters:
-                return None if is_label_array(loc) else "is not a label array (int64 .npy)"
+                return None if held in ("clusters", "edges") and is_label_array(loc) else \
+                    "is not a label array (int64 .npy)"
             if self.contents == "linkage":
-                return None if is_linkage_array(loc) else \
+                return None if held in ("linkage", "edges") and is_linkage_array(loc) else \
                     "is not a linkage matrix ((m, 4) float64 .npy)"
-            return None if is_edge_array(loc) else "is not an edge array ((m, 3) float64 .npy)"
+            return None if held == "edges" and is_edge_array(loc) else \
+                "is not an edge array ((m, 3) float64 .npy)"
         if not os.path.isdir(loc):
             return "is a file, not a Zarr store"
         attrs = zarr_group_attrs(loc)

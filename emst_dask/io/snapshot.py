@@ -52,7 +52,7 @@ def write_points(out, pts: np.ndarray, *, chunk_rows: int = 1_000_000, zarr_form
     with output.written_aside() as tmp:
         if output.kind == "npy":
             with open(tmp, "wb") as fh:
-                npy.save(fh, pts)
+                npy.save(fh, pts, "points")
         else:
             rows = max(1, min(int(chunk_rows), max(n, 1)))
             group = zarr.open_group(tmp, mode="w-", zarr_format=zarr_format)
