@@ -902,3 +902,81 @@ def test_cli_generate_overwrite_refuses_the_packages_other_npy_files(runner, tmp
     res = runner.invoke(main, ["generate", "uniform", "50", "--out", str(tmp_path / "g.npy"),
                                "--overwrite"])
     assert res.exit_code == 0 and np.load(tmp_path / "g.npy").shape[0] == 50, res.output
+
+
+def _cli_picture(runner, tmp_path, pts, command, picture, *extra):
+    """Run a picture-drawing command on ``pts``; its result."""
+    src = tmp_path / "pts.npy"
+    if not src.exists():
+        np.save(src, pts)
+        assert runner.invoke(main, ["run", str(src), "--out", str(tmp_path / "e.zarr")]
+                             ).exit_code == 0
+        assert runner.invoke(main, ["hdbscan", str(src), "-m", "5", "--out",
+                                    str(tmp_path / "h.zarr")]).exit_code == 0
+    args = {"plot": ["plot", str(tmp_path / "e.zarr"), "--points", str(src), "--out"],
+            "plot-clusters": ["plot-clusters", str(tmp_path / "h.zarr"), "--points", str(src),
+                              "--out"],
+            "stats": ["stats", str(tmp_path / "e.zarr"), "--points", str(src), "--plot"],
+            "hdbscan": ["hdbscan", str(src), "-m", "5", "--out",
+                        str(tmp_path / f"h-{len(os.listdir(tmp_path))}.zarr"), "--plot"]}
+    return runner.invoke(main, args[command] + [str(picture), *extra])
+
+
+@pytest.mark.parametrize("command", ["plot", "plot-clusters", "stats", "hdbscan"])
+def test_cli_pictures_never_replace_a_users_file(runner, tmp_path, pts, command):
+    """A picture is an output: a file there already (the user's thesis.pdf)
+    is refused, with or without --overwrite, and left as it was; a picture
+    this package drew is replaced only with --overwrite."""
+    thesis = tmp_path / "thesis.pdf"
+    thesis.write_bytes(b"%PDF-1.4 the user's own words")
+    for extra in ((), ("--overwrite",)):
+        res = _cli_picture(runner, tmp_path, pts, command, thesis, *extra)
+        assert res.exit_code != 0 and "thesis.pdf" in res.output, res.output
+        assert thesis.read_bytes() == b"%PDF-1.4 the user's own words"
+    drawn = tmp_path / "drawn.svg"
+    res = _cli_picture(runner, tmp_path, pts, command, drawn)
+    assert res.exit_code == 0 and drawn.read_bytes().lstrip().startswith(b"<?xml"), res.output
+    res = _cli_picture(runner, tmp_path, pts, command, drawn)
+    assert res.exit_code != 0 and "already exists" in res.output, res.output
+    res = _cli_picture(runner, tmp_path, pts, command, drawn, "--overwrite")
+    assert res.exit_code == 0, res.output
+    assert no_tmp_siblings(str(drawn))
+
+
+@pytest.mark.parametrize("command", ["plot", "plot-clusters", "stats", "hdbscan"])
+@pytest.mark.parametrize("where", ["suffix", "directory"])
+def test_cli_a_picture_that_cannot_be_drawn_is_refused_before_any_work(runner, tmp_path, pts,
+                                                                      command, where):
+    """An unknown picture format or a missing directory is refused before
+    the work: nothing is computed or written."""
+    _cli_picture(runner, tmp_path, pts, command, tmp_path / "warm-up.png")
+    before = sorted(os.listdir(tmp_path))
+    bad = tmp_path / ("p.txt" if where == "suffix" else "nodir/p.png")
+    res = _cli_picture(runner, tmp_path, pts, command, bad)
+    assert res.exit_code != 0, res.output
+    assert (".png, .pdf or .svg" if where == "suffix" else "no directory") in res.output, \
+        res.output
+    assert "wrote" not in res.output and "n=" not in res.output, res.output
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_cli_hdbscan_plot_of_npy_labels_is_refused_before_any_work(runner, tmp_path, pts):
+    src = tmp_path / "pts.npy"
+    np.save(src, pts)
+    res = runner.invoke(main, ["hdbscan", str(src), "-m", "5", "--out", str(tmp_path / "l.npy"),
+                               "--plot", str(tmp_path / "c.png")])
+    assert res.exit_code != 0 and "condensed tree" in res.output, res.output
+    assert sorted(os.listdir(tmp_path)) == ["pts.npy"]
+
+
+def test_api_pictures_refuse_a_users_file(tmp_path, pts):
+    """The API's pictures (statistics, ensembles, the tree) follow the same
+    rule: an existing file that is not a picture drawn here is refused."""
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"\x89PNG\r\n\x1a\n the user's picture")
+    st = emst_dask.emst(pts).statistics(pts)
+    with pytest.raises(emst_dask.OutputError, match="mine.png"):
+        st.plot(mine)
+    assert mine.read_bytes() == b"\x89PNG\r\n\x1a\n the user's picture"
+    out = tmp_path / "st.png"
+    assert st.plot(out) == str(out) and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

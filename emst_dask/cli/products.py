@@ -56,7 +56,8 @@ def _euclidean_tree(edges):
 @click.option("--array", default=None, metavar="NAME", help="Zarr group: the (n, d) array")
 @click.option("--overwrite", is_flag=True, help="replace labels this package wrote")
 @click.option("--plot", "plot_png", default=None, type=click.Path(dir_okay=False),
-              help="also draw the condensed tree to this .png")
+              help="also draw the condensed tree to this picture (.png, .pdf or .svg; "
+                   "needs a cluster store)")
 @click.option("--progress/--no-progress", default=None,
               help="a progress bar (default: when stderr is a terminal)")
 def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_single_cluster,
@@ -73,6 +74,14 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
     client = scheduler or (os.path.abspath(scheduler_file) if scheduler_file else None)
     if progress is None:
         progress = sys.stderr.isatty()
+    picture = None
+    if plot_png:
+        from ..io.picture import resolve_picture
+
+        if str(out).endswith(".npy"):
+            raise UserError("--plot needs the condensed tree: write a cluster store "
+                            "(LABELS.zarr), not .npy labels")
+        picture = resolve_picture(plot_png, overwrite)
     est = HDBSCAN(min_cluster_size=min_cluster_size, min_samples=min_samples,
                   cluster_selection_epsilon=epsilon, max_cluster_size=max_cluster_size,
                   cluster_selection_method=method, allow_single_cluster=allow_single_cluster,
@@ -109,24 +118,19 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
     click.echo(f"n={len(labels)} clusters={n_clusters} noise={noise} "
                f"({100.0 * noise / max(len(labels), 1):.1f}%) seconds={seconds:.3f}")
     click.echo(f"wrote {os.path.abspath(out) if '://' not in str(out) else out}")
-    if plot_png:
-        if est.condensed_tree_ is None:
-            raise UserError("--plot needs the condensed tree: write a cluster store "
-                            "(LABELS.zarr), not .npy labels")
-        _plot_condensed(est.condensed_tree_, plot_png)
-        click.echo(f"wrote {plot_png}")
+    if picture is not None:
+        click.echo(f"wrote {_plot_condensed(est.condensed_tree_, picture)}")
 
 
-def _plot_condensed(ct, png):
-    import matplotlib
+def _plot_condensed(ct, picture):
+    """Draw the condensed tree ``ct`` to the checked Output ``picture``."""
+    from matplotlib.figure import Figure  # no pyplot: no backend is chosen
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from ..io.picture import save
 
-    fig, ax = plt.subplots(figsize=(9, 5.5), layout="constrained")
-    ct.plot(ax=ax)
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
+    fig = Figure(figsize=(9, 5.5), layout="constrained")
+    ct.plot(ax=fig.subplots())
+    return save(fig, picture)
 
 
 @main.command()
@@ -188,17 +192,20 @@ def linkage(edges, out, overwrite):
 @click.option("--points", "-p", "points", required=True, type=click.Path(),
               help="the point cloud the labels are of (.npy or Zarr)")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
-              help="the picture to write (.png)")
+              help="the picture to write (.png, .pdf or .svg)")
 @click.option("--columns", default=None, metavar="x,y,z", help="Zarr group: 1-D coordinates")
 @click.option("--array", default=None, metavar="NAME", help="Zarr group: the (n, d) array")
-@click.option("--slab", default=0.02, show_default=True, type=float,
+@click.option("--slab", default=0.02, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True),
               help="slab thickness, as a fraction of the z extent")
 @click.option("--row", default=0, show_default=True, type=int,
               help="which linking length of a (K, n) cut")
-def plot_clusters(labels, points, out, columns, array, slab, row):
+@click.option("--overwrite", is_flag=True, help="replace a picture this package drew")
+def plot_clusters(labels, points, out, columns, array, slab, row, overwrite):
     """Draw the points of a thin slab in z coloured by cluster (noise grey)."""
     from ..products.plotting import plot_clusters as draw
 
-    summary = draw(labels, points, out, columns=columns, array=array, slab=slab, row=row)
+    summary = draw(labels, points, out, columns=columns, array=array, slab=slab, row=row,
+                   overwrite=overwrite)
     click.echo(summary)
     click.echo(f"wrote {out}")

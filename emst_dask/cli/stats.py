@@ -60,10 +60,11 @@ def _stats_output(out, overwrite):
               help="periodic box: branch shapes under the minimum image (default: the "
                    "tree's box, if it has one)")
 @click.option("--plot", "plot_png", default=None, type=click.Path(dir_okay=False),
-              help="draw the four histograms to this picture (.png)")
+              help="draw the four histograms to this picture (.png, .pdf or .svg)")
 @click.option("--out", "-o", default=None, type=click.Path(dir_okay=False),
               help="STATS.npz: the statistics, branches and histograms")
-@click.option("--overwrite", is_flag=True, help="replace a statistics file this package wrote")
+@click.option("--overwrite", is_flag=True,
+              help="replace a statistics file or a picture this package wrote")
 @click.option("--columns", default=None, metavar="x,y,z",
               help="Zarr group: the 1-D coordinate arrays, in order")
 @click.option("--array", default=None, metavar="NAME", help="Zarr group: the (n, d) array")
@@ -77,8 +78,11 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
     from ..products.plotting import check_points_of
     from ..products.statistics import check_box_size, mst_statistics
 
+    from ..io.picture import resolve_picture
+
     box = parse_box_size(box_size)
     output = _stats_output(out, overwrite) if out else None
+    picture = resolve_picture(plot_png, overwrite) if plot_png else None
     store = open_edges(edges)
     src = resolve_source(points, array=array, columns=columns)
     check_points_of(store, src, points, edges, ignore_input)
@@ -113,9 +117,6 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
         with output.written_aside() as tmp, open(tmp, "wb") as fh:
             np.savez(fh, format=np.array(STATS_FORMAT), n=np.int64(st.n_points), **arrays)
         click.echo(f"wrote {output}")
-    if plot_png:
-        try:
-            st.plot(plot_png, title=f"MST statistics of {src.where} (n={sm['n']})")
-        except OSError as exc:
-            raise UserError(f"cannot write {plot_png}: {exc.strerror or exc}") from None
-        click.echo(f"wrote {plot_png}")
+    if picture is not None:
+        st.plot(picture, title=f"MST statistics of {src.where} (n={sm['n']})")
+        click.echo(f"wrote {picture}")

@@ -80,7 +80,7 @@ def info(edges):
 @click.option("--points", "-p", "points", required=True, type=click.Path(),
               help="the point cloud the edges index (.npy or Zarr)")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
-              help="the picture to write (.png)")
+              help="the picture to write (.png, .pdf or .svg)")
 @click.option("--columns", default=None, metavar="x,y,z",
               help="Zarr group: the 1-D coordinate arrays, in order")
 @click.option("--array", default=None, metavar="NAME", help="Zarr group: the (n, d) array")
@@ -91,14 +91,16 @@ def info(edges):
 @click.option("--ignore-input", is_flag=True,
               help="accept points from another place than the store's recorded input "
                    "(same n and d; a moved snapshot)")
-def plot(edges, points, out, columns, array, slab, max_points, ignore_input):
+@click.option("--overwrite", is_flag=True, help="replace a picture this package drew")
+def plot(edges, points, out, columns, array, slab, max_points, ignore_input, overwrite):
     """Draw the tree: the edges of a thin slab in z projected to x-y, and the
     edge-length histogram (log scale)."""
     from ..products.plotting import plot_tree
 
     try:
         summary = plot_tree(edges, points, out, columns=columns, array=array, slab=slab,
-                            max_points=max_points, ignore_input=ignore_input)
+                            max_points=max_points, ignore_input=ignore_input,
+                            overwrite=overwrite)
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     click.echo(summary)

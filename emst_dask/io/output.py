@@ -64,8 +64,8 @@ class Output:
     ----------
     target : str or store
         The absolute local path, the URL, or the store object.
-    kind : {"npy", "zarr"}
-        An (m, 3) float64 .npy edge array, or a Zarr edge store.
+    kind : {"npy", "zarr", "picture"}
+        A .npy file, a Zarr store, or a picture file (``io.picture``).
     overwrite : bool
         Replace an edge store or edge array that is already there.
     zarr_format : {2, 3}
@@ -75,12 +75,13 @@ class Output:
         fsspec options of a URL.
     token : str
         The job's token (temporary names carry it).
-    contents : {"edges", "points", "clusters", "linkage"}
+    contents : {"edges", "points", "clusters", "linkage", "picture"}
         What is written: an edge store or edge array; a point cloud
         (``generate``), which may replace only a point cloud (a .npy file,
         or a snapshot ``generate`` wrote); labels (a cluster store, or an
-        int64 .npy), which may replace only labels; or a linkage matrix
-        (an (m, 4) float64 .npy), which may replace only one.
+        int64 .npy), which may replace only labels; a linkage matrix
+        (an (m, 4) float64 .npy), which may replace only one; or a picture
+        (``io.picture``), which may replace only a picture drawn here.
     """
 
     target: object
@@ -170,6 +171,13 @@ class Output:
             return "is a symbolic link"
         points = self.contents == "points"
         clusters = self.contents == "clusters"
+        if self.kind == "picture":
+            from .picture import drawn_here
+
+            if not os.path.isfile(loc):
+                return "is not a file"
+            return None if drawn_here(loc) else \
+                "is not a picture emst-dask drew (remove it yourself to reuse the name)"
         if self.kind == "npy":
             if not os.path.isfile(loc):
                 return "is not a file"
@@ -417,7 +425,7 @@ def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,
     check : bool
         Run ``Output.check`` now (False: the caller runs it where the
         output is visible, on a worker).
-    contents : {"edges", "points", "clusters", "linkage"}
+    contents : {"edges", "points", "clusters", "linkage", "picture"}
 
     Returns
     -------
@@ -436,7 +444,7 @@ def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,
         chunk_rows = int(chunk_rows)
     if is_pathlike(out):
         s = os.fspath(out)
-        kind = "npy" if s.endswith(".npy") else "zarr"
+        kind = "picture" if contents == "picture" else "npy" if s.endswith(".npy") else "zarr"
         target = local_path(s) or s
     else:
         kind, target = "zarr", out

@@ -10,6 +10,13 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import open_edges, resolve_source
+from ..io.picture import resolve_picture
+from ..io.picture import save as save_picture
+
+
+def _check_slab(slab):
+    if not 0 < slab <= 1:
+        raise InputError(f"slab must lie in (0, 1] (a fraction of the z extent), got {slab!r}")
 
 
 def slab_selection(pts: np.ndarray, slab: float = 0.02, max_points: int = 30_000,
@@ -85,14 +92,14 @@ def check_points_of(store, src, points, edges, ignore_input: bool = False):
 
 def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.02,
               max_points: int = 30_000, title: str | None = None,
-              ignore_input: bool = False) -> str:
+              ignore_input: bool = False, overwrite: bool = False) -> str:
     """Write the picture to ``out``; return a one-line summary.
 
     Parameters
     ----------
     edges : path of an edge store (Zarr or .npy)
     points : the source its tree was computed from (anything ``emst`` takes)
-    out : path of the picture (.png)
+    out : path of the picture (.png, .pdf or .svg; ``io.picture``)
     columns, array : select the coordinates of a Zarr group
     slab : float
         Thickness of the drawn slab, as a fraction of the z extent.
@@ -102,6 +109,8 @@ def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.0
     ignore_input : bool
         Accept points from another place than the store's recorded input
         (same n and d).
+    overwrite : bool
+        Replace a picture this package drew (never another file).
     """
     import matplotlib
 
@@ -109,6 +118,8 @@ def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.0
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
 
+    picture = resolve_picture(out, overwrite)
+    _check_slab(slab)
     store = open_edges(edges)
     tree = store.load()
     src = resolve_source(points, array=array, columns=columns)
@@ -187,8 +198,10 @@ def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.0
                   + (f"; {zeros} of length 0 not shown" if zeros else ""), fontsize=10)
     fig.get_layout_engine().set(wspace=0.08)
     fig.suptitle(title or f"minimum spanning tree of {src.where} (n={n}, d={d})", fontsize=11)
-    fig.savefig(out, dpi=130)
-    plt.close(fig)
+    try:
+        save_picture(fig, picture)
+    finally:
+        plt.close(fig)
     return drawn
 
 
@@ -215,21 +228,23 @@ def load_labels(labels, row: int = 0):
 
 
 def plot_clusters(labels, points, out, *, columns=None, array=None, slab: float = 0.02,
-                  max_points: int = 60_000, row: int = 0) -> str:
+                  max_points: int = 60_000, row: int = 0, overwrite: bool = False) -> str:
     """Draw the points of a thin slab in z coloured by cluster (noise grey).
 
     Parameters
     ----------
     labels : a cluster store or an int64 .npy of labels
     points : the source the labels are of
-    out : path of the picture (.png)
+    out : path of the picture (.png, .pdf or .svg; ``io.picture``)
     columns, array : select the coordinates of a Zarr group
     slab : float
-        Thickness of the slab, as a fraction of the z extent.
+        Thickness of the slab, as a fraction of the z extent, in (0, 1].
     max_points : int
         The slab is cropped in x-y to about this many points.
     row : int
         Which row of a (K, n) friends-of-friends cut.
+    overwrite : bool
+        Replace a picture this package drew (never another file).
 
     Returns
     -------
@@ -241,6 +256,8 @@ def plot_clusters(labels, points, out, *, columns=None, array=None, slab: float 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
+    picture = resolve_picture(out, overwrite)
+    _check_slab(slab)
     lab = load_labels(labels, row)
     src = resolve_source(points, array=array, columns=columns)
     if src.n != len(lab):
@@ -261,6 +278,8 @@ def plot_clusters(labels, points, out, *, columns=None, array=None, slab: float 
     n_clusters = int(lab.max()) + 1 if len(lab) else 0
     ax.set_title(f"{n_clusters} clusters, {int((lab < 0).sum())} noise points "
                  f"of {len(lab)}\n{where}", fontsize=10)
-    fig.savefig(out, dpi=130)
-    plt.close(fig)
+    try:
+        save_picture(fig, picture)
+    finally:
+        plt.close(fig)
     return f"{int(mask.sum())} points of the slab, {len(np.unique(sl[sl >= 0]))} clusters in it"

@@ -222,15 +222,22 @@ class StatisticsEnsemble:
 
     def plot(self, path=None):
         """The four mean histograms with a band of one standard deviation;
-        saved to ``path`` (png, pdf, ...) when given.  Returns the figure."""
-        import matplotlib
-
-        if path is not None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
+        drawn to ``path`` (.png, .pdf or .svg; ``io.picture``: an existing
+        file is refused) when given.  Returns the figure."""
         names = [s for s in STATISTICS if s in self.values]
-        fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.4))
+        size = (4 * len(names), 3.4)
+        if path is not None:
+            from matplotlib.figure import Figure  # no pyplot: no backend is chosen
+
+            from ..io.picture import resolve_picture, save
+
+            path = resolve_picture(path)
+            fig = Figure(figsize=size)
+            axes = fig.subplots(1, len(names))
+        else:
+            import matplotlib.pyplot as plt
+
+            fig, axes = plt.subplots(1, len(names), figsize=size)
         axes = np.atleast_1d(axes)
         labels = {"degree": "degree", "edge_length": "edge length",
                   "branch_length": "branch length", "branch_shape": r"$\sqrt{1-s}$"}
@@ -242,7 +249,7 @@ class StatisticsEnsemble:
         axes[0].set_ylabel(f"mean of {self.realisations} realisations (band: 1 std)")
         fig.tight_layout()
         if path is not None:
-            fig.savefig(path)
+            save(fig, path)
         return fig
 
 

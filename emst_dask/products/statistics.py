@@ -240,16 +240,21 @@ class MSTStatistics:
 
         Parameters
         ----------
-        path_or_ax : None, a path (.png, .pdf, ...), or a sequence of four
-            matplotlib Axes
-            None: return a new Figure; a path: write the picture there (Agg)
-            and return the path; axes: draw into them and return them.
+        path_or_ax : None, a path (.png, .pdf or .svg) or ``io.output.Output``,
+            or a sequence of four matplotlib Axes
+            None: return a new Figure; a path: write the picture there and
+            return its path (``io.picture``: an existing file is refused);
+            axes: draw into them and return them.
         histograms : MSTHistograms, optional (default: ``self.histograms()``).
         label : str, optional, the legend label of the curves.
         title : str, optional, the figure's title (default: a summary).
         """
         hs = histograms or self.histograms()
         to_file = path_or_ax is not None and not _is_axes_list(path_or_ax)
+        if to_file:
+            from ..io.picture import resolve_picture, save
+
+            path_or_ax = resolve_picture(path_or_ax)
         if path_or_ax is None or to_file:
             from matplotlib.figure import Figure  # no pyplot: no backend is chosen
 
@@ -283,8 +288,7 @@ class MSTStatistics:
                 f"{sm['mean_degree']:.4g}, mean edge length {sm['mean_edge_length']:.4g}"
                 + (" (periodic box)" if self.box_size is not None else "")), fontsize=11)
         if to_file:
-            fig.savefig(path_or_ax, dpi=130)
-            return path_or_ax
+            return save(fig, path_or_ax)
         return fig if path_or_ax is None else axes
 
 

@@ -1,0 +1,72 @@
+"""Pictures (.png, .pdf, .svg): checked before any work, drawn whole or not
+at all, never over a file this package did not draw.
+
+A picture is an output like an edge store: ``resolve_picture`` refuses,
+before the work, a format matplotlib is not asked for here, a missing or
+unwritable directory, and an existing file unless ``overwrite`` and the
+file carries this package's mark (``MARK`` in the picture's metadata:
+PNG ``Software``, PDF and SVG ``Creator``); ``save`` draws it to a hidden
+sibling and moves it into place.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import OutputError
+
+#: the formats drawn, by file suffix
+FORMATS = ("png", "pdf", "svg")
+#: the metadata value every picture drawn here carries
+MARK = "emst-dask picture"
+_KEY = {"png": "Software", "pdf": "Creator", "svg": "Creator"}
+
+
+def picture_format(path) -> str:
+    """The format of ``path`` by its suffix; an OutputError for another."""
+    fmt = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise OutputError(f"cannot draw {path}: a picture is "
+                          + ", ".join(f".{f}" for f in FORMATS[:-1]) + f" or .{FORMATS[-1]}")
+    return fmt
+
+
+def drawn_here(path) -> bool:
+    """True when ``path`` is a picture that carries this package's mark."""
+    try:
+        with open(path, "rb") as fh:
+            return MARK.encode() in fh.read()
+    except OSError:
+        return False
+
+
+def resolve_picture(path, overwrite: bool = False):
+    """The checked ``io.output.Output`` of a picture (an Output passes
+    through, checked again).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or Output
+    overwrite : bool
+        Replace a picture this package drew.
+    """
+    from .output import Output, resolve_output
+
+    if isinstance(path, Output):
+        return path.check()
+    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
+        raise OutputError(f"cannot draw {path}: pictures are written to local files")
+    picture_format(path)
+    return resolve_output(path, overwrite=overwrite, contents="picture")
+
+
+def save(fig, output, dpi: int = 130) -> str:
+    """Draw the matplotlib Figure ``fig`` to ``output`` (a path or Output,
+    checked again now), whole or not at all; its path."""
+    output = resolve_picture(output)
+    fmt = picture_format(output.local)
+    with output.written_aside() as tmp:
+        fig.savefig(tmp, format=fmt, dpi=dpi, metadata={_KEY[fmt]: MARK})
+    return output.local
+
+
+__all__ = ["FORMATS", "MARK", "drawn_here", "picture_format", "resolve_picture", "save"]
