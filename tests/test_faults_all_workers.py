@@ -278,3 +278,59 @@ def test_a_task_that_may_still_run_keeps_its_temporaries():
     assert not writer_may_live(None, up)
     assert not writer_may_live(ValueError("a task's own error"), up)
     assert not writer_may_live(WorkerLost("its workers died"), up)
+
+
+@pytest.mark.parametrize("errors", ["return", "raise"])
+def test_scheduler_killed_mid_batch_ends_every_unfinished_job(tmp_path, snap, errors):
+    """The scheduler dies while a batch runs: every job not finished (those
+    running and those waiting) ends at once in a ``WorkerLost`` saying so,
+    in its place (``errors="return"``), or in one naming them all; no
+    output is left half-written."""
+    from distributed import Client
+
+    from service_util import ProcessCluster
+    from test_faults import _store_state
+
+    path, _, _ = snap
+    (tmp_path / "cluster").mkdir()
+    pc = ProcessCluster(tmp_path / "cluster", n_workers=2).start()
+    try:
+        with Client(pc.address, set_as_default=False) as c:
+            c.run(_slow_reports, 0.3, 0)
+            outs = [tmp_path / f"e{i}.zarr" for i in range(4)]
+            res = {}
+
+            def batch():
+                try:
+                    res["result"] = emst_dask.emst_many([path] * 4, outs, client=c,
+                                                        errors=errors,
+                                                        names=[f"b{i}" for i in range(4)])
+                except Exception as exc:  # pragma: no cover - shown by the asserts
+                    res["error"] = exc
+
+            t0 = time.monotonic()
+            th = threading.Thread(target=batch)
+            th.start()
+            while not any("emst-boruvka" in str(k) for keys in c.processing().values()
+                          for k in keys):
+                assert th.is_alive() and time.monotonic() - t0 < 120, res
+                time.sleep(0.05)
+            time.sleep(0.5)
+            pc.procs[0][0].kill()
+            th.join(150)
+            assert not th.is_alive() and time.monotonic() - t0 < 150
+            if errors == "return":
+                got = res.get("result")
+                assert got is not None and len(got) == 4, res
+                assert all(isinstance(g, WorkerLost) for g in got), got
+                for i, g in enumerate(got):
+                    assert f"job 'b{i}'" in str(g) and "scheduler" in str(g), g
+            else:
+                err = res.get("error")
+                assert isinstance(err, WorkerLost), res
+                assert "4 job(s) of the batch unfinished" in str(err), err
+                assert all(f"'b{i}'" in str(err) for i in range(4)), err
+            for out in outs:
+                assert _store_state(out) in ("absent", "complete")
+    finally:
+        pc.stop()

@@ -9,7 +9,8 @@ from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints
 from .client import client_for, connect, workers_may_see_other_files, workers_of
 from .dispatch import one_per_worker
-from .faults import input_lost, lost_error, unwrap, workers_died
+from ..errors import WorkerLost
+from .faults import input_lost, lost_error, scheduler_lost, unwrap, workers_died
 from .job import run_inline
 from .service import RESUBMIT_LOST_INPUT, cleanup, prepare, submit_chain
 
@@ -153,6 +154,7 @@ def _dispatch(cl, preps, results, callback, errors, bar):
     from ..progress import Relay
 
     relays = []
+    settled = set()
 
     def submit(i, w):
         spec = preps[i].spec
@@ -162,6 +164,7 @@ def _dispatch(cl, preps, results, callback, errors, bar):
 
     def settle(i, value):
         results[i] = value
+        settled.add(i)
         if errors == "raise" and isinstance(value, BaseException):
             raise value
         if bar:
@@ -176,6 +179,8 @@ def _dispatch(cl, preps, results, callback, errors, bar):
                     and workers_of(cl):
                 spec.attempt += 1
                 return True
+            if scheduler_lost(exc, cl):
+                raise exc  # every unfinished job ends with it (below)
             cleanup(cl, spec)
             lost = lost_error(spec.name, spec.output, exc, cl)
             if lost is None:
@@ -202,6 +207,36 @@ def _dispatch(cl, preps, results, callback, errors, bar):
     try:
         one_per_worker(cl, sorted(preps), submit, finish, orphaned, gave_up,
                        names=lambda i: preps[i].spec.name)
+    except Exception as exc:
+        if not scheduler_lost(exc, cl):
+            raise
+        _scheduler_gone(cl, preps, [i for i in sorted(preps) if i not in settled], exc,
+                        settle if errors == "return" else None)
     finally:
         for r in relays:
             r.close()
+
+
+def _scheduler_gone(cl, preps, unfinished, exc, settle=None):
+    """The scheduler was lost: every unfinished job ends in its
+    ``WorkerLost`` (``settle``: each in its place), or one ``WorkerLost``
+    naming them all is raised."""
+    for i in unfinished:
+        spec = preps[i].spec
+        cleanup(cl, spec, exc)  # left to a worker that may still write
+        if settle is not None:
+            lost = lost_error(spec.name, spec.output, exc, cl)
+            lost.__cause__ = exc
+            settle(i, lost)
+    if settle is not None:
+        return
+    outs = [str(preps[i].spec.output) for i in unfinished if preps[i].spec.output is not None]
+    names = ", ".join(repr(preps[i].spec.name) for i in unfinished)
+    raise WorkerLost(
+        f"the client lost its connection to the scheduler (it died, or the network "
+        f"failed) with {len(unfinished)} job(s) of the batch unfinished: {names}"
+        + (f"; their outputs ({', '.join(outs)}) were not written by then, and a worker "
+           "that outlives the scheduler may still write one: complete, or not at all"
+           if outs else "")
+        + "; their inputs are untouched: submit them again when the scheduler is back"
+    ) from exc

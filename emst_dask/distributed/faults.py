@@ -79,7 +79,7 @@ def lost_error(name, out, exc, client=None):
     from distributed.utils import CancelledError
 
     wrote = "" if out is None else f"; {out} was not written"
-    if _scheduler_lost(exc, client):
+    if scheduler_lost(exc, client):
         later = "" if out is None else \
             (f"; {out} was not written by then, and a worker that outlives the scheduler "
              "may still write it: complete, or not at all")
@@ -119,7 +119,7 @@ def in_user_terms(name, out, client=None):
         raise lost from exc
 
 
-def _scheduler_lost(exc, client=None) -> bool:
+def scheduler_lost(exc, client=None) -> bool:
     """``client`` (if any) is no longer connected, or ``exc`` is a future
     cancelled because the connection to the scheduler was lost."""
     from distributed.utils import CancelledError
@@ -136,10 +136,10 @@ def writer_may_live(exc, client=None) -> bool:
     scheduler): its temporaries must then be left to that task, which
     places or removes its own, for removing them under it could leave a
     store that says complete and is not."""
-    if _scheduler_lost(None, client):
+    if scheduler_lost(None, client):
         return True
     while exc is not None:
-        if isinstance(exc, (TimeoutError, KeyboardInterrupt)) or _scheduler_lost(exc):
+        if isinstance(exc, (TimeoutError, KeyboardInterrupt)) or scheduler_lost(exc):
             return True
         exc = exc.__cause__
     return False
