@@ -5,7 +5,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from .arrays import to_host as _to_numpy
+from .errors import InputError
 
 
 @dataclass
@@ -141,6 +143,10 @@ class SpanningTree:
         """
         from .products.statistics import mst_statistics
 
+        d = getattr(points, "shape", np.shape(points) if points is not None else ())
+        if len(d) == 2 and d[1] != self.n_dims:
+            raise InputError(f"the tree was computed in {self.n_dims} dimensions but points "
+                             f"has {d[1]} columns")
         if box_size is None:
             box_size = getattr(self, "box_size", None)
         return mst_statistics(self.source, self.target, self.weight, self.n_points,

@@ -615,3 +615,70 @@ def test_nested_group_with_several_candidates_lists_them(tmp_path, zarr_format):
     ref = emst_dask.emst(pts)
     assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
     assert tree.total_weight == ref.total_weight
+
+
+# --------------------------------------------------------------------------
+# containers that would hide or change what the points are
+# --------------------------------------------------------------------------
+def test_masked_points_are_refused_naming_the_row():
+    """A masked array's mask would be dropped and the values under it taken
+    as coordinates: refused, in memory and in a dask array's blocks; a
+    masked array with nothing masked is its data."""
+    import dask.array as da
+
+    pts = cloud(300, 3, seed=31)
+    m = np.ma.masked_array(pts.copy(), np.zeros(pts.shape, bool))
+    m.mask[7, 1] = True
+    with pytest.raises(InputError, match=r"masked array with 1 masked row\(s\) \(first: row 7\)"):
+        emst_dask.emst(m)
+    with pytest.raises(InputError, match="masked"):
+        emst_dask.HDBSCAN(min_cluster_size=5).fit(m)
+    dm = da.from_array(pts, chunks=(100, 3)).map_blocks(
+        lambda b: np.ma.masked_array(b, b > 0.999 * pts.max()))
+    with pytest.raises(InputError, match="block 2 .* masked"):
+        emst_dask.emst(dm, client=False)
+    assert_same_tree(emst_dask.emst(np.ma.masked_array(pts)), pts)
+
+
+def test_dask_blocks_must_be_what_the_array_declares():
+    import dask.array as da
+
+    pts = cloud(300, 3, seed=32)
+    x = da.from_array(pts, chunks=(100, 3))
+    with pytest.raises(InputError, match=f"computed to dtype complex.*, but the array "
+                                         f"declares {pts.dtype}"):
+        emst_dask.emst(x.map_blocks(lambda b: b + 1j, dtype=pts.dtype), client=False)
+    with pytest.raises(InputError, match="unknown number of columns"):
+        emst_dask.emst(x[:, x[0] > 0.3], client=False)
+
+
+def test_integer_beyond_2_53_names_the_chunk_that_holds_it(tmp_path):
+    z = (np.arange(1800, dtype=np.int64) % 97).reshape(900, 2)
+    z[700, 0] = 2 ** 60
+    arr = zarr.create_array(os.fspath(tmp_path / "i.zarr"), shape=z.shape, chunks=(300, 2),
+                            dtype="i8")
+    arr[:] = z
+    with pytest.raises(InputError) as exc:
+        emst_dask.emst(os.fspath(tmp_path / "i.zarr"), client=False)
+    assert _names_chunk(str(exc.value), 2) and "first bad row is 700" in str(exc.value)
+
+
+def test_a_tree_and_points_of_another_dimension_are_refused():
+    pts = cloud(300, 3, seed=33)
+    tree = emst_dask.emst(pts)
+    with pytest.raises(InputError, match="computed in 3 dimensions"):
+        tree.statistics(pts[:, :2])
+    with pytest.raises(InputError, match="computed in 3 dimensions"):
+        emst_dask.fof(pts[:, :2], 0.2, tree=tree)
+
+
+def test_a_result_npy_is_no_point_cloud(tmp_path):
+    """An edge array, labels or a linkage matrix the package wrote, given
+    as points, is refused: its rows are no cloud."""
+    pts = cloud(300, 3, seed=34)
+    edges = tmp_path / "e.npy"
+    emst_dask.emst(pts, out=edges)
+    with pytest.raises(InputError, match="is an edge array emst-dask wrote, not a point cloud"):
+        emst_dask.emst(os.fspath(edges), client=False)
+    with pytest.raises(InputError, match="is an edge array"):
+        emst_dask.HDBSCAN(min_cluster_size=5, min_samples=1).fit(os.fspath(edges))

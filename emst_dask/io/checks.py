@@ -153,6 +153,20 @@ def _array_module(a):
         return np
 
 
+def check_unmasked(data, where: str, row_offset: int = 0):
+    """Refuse a numpy masked array with masked entries: the mask would be
+    dropped and the values under it taken as coordinates."""
+    if not isinstance(data, np.ma.MaskedArray):
+        return
+    mask = np.ma.getmaskarray(data)
+    if mask.any():
+        rows = mask.reshape(mask.shape[0], -1).any(axis=1) if mask.ndim else mask
+        raise InputError(f"{where} is a masked array with {int(np.count_nonzero(rows))} "
+                         f"masked row(s) (first: row {row_offset + int(np.argmax(rows))}); "
+                         "their values would be taken as coordinates: drop those rows "
+                         "(X[~X.mask.any(axis=1)]) or fill them first")
+
+
 def as_points(points):
     """Validate an in-memory (n, d) array; return it C-contiguous, native float.
 
@@ -170,6 +184,7 @@ def as_points(points):
         import cupy as xp
     else:
         xp = np
+        check_unmasked(points, "points")
         if not isinstance(points, np.ndarray):
             try:
                 points = np.asarray(points)

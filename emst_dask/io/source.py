@@ -23,7 +23,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from .checks import check_exact_integers, check_finite, check_shape_dtype
+from .checks import (check_exact_integers, check_finite, check_shape_dtype, check_unmasked,
+                     needs_integer_check)
 from .paths import is_pathlike, local_path
 
 #: rows per read block when the source has no chunking of its own (.npy,
@@ -101,7 +102,11 @@ class PointSource:
         """Rows [a, b) as stored, refusing 64-bit integers beyond 2**53
         (float64, the compute dtype, would round them)."""
         raw = self.read(a, b)
-        check_exact_integers(raw, a, f"{self.where}: {self.chunk_label(self.chunk_of(a))}")
+        if needs_integer_check(raw.dtype):
+            for k in range(self.chunk_of(a), self.chunk_of(b - 1) + 1 if b > a else 0):
+                lo, hi = max(self.chunks[k][0], a), min(self.chunks[k][1], b)
+                check_exact_integers(raw[lo - a:hi - a], lo,
+                                     f"{self.where}: {self.chunk_label(k)}")
         return raw
 
     def read_checked(self, a: int, b: int, dst: np.ndarray):
@@ -184,6 +189,7 @@ class ArrayPoints(PointSource):
     def __init__(self, data, where: str | None = None):
         if type(data).__module__.startswith("cupy"):
             data = data.get()
+        check_unmasked(data, where or "points")
         data = np.asarray(data)
         if data.dtype == object:
             raise InputError("points has dtype object: expected float32 or float64")
@@ -267,6 +273,9 @@ class DaskPoints(PointSource):
         if any(math.isnan(c) for c in arr.chunks[0]):
             raise InputError(f"{where} has unknown chunk sizes; call "
                              "arr.compute_chunk_sizes() first")
+        if any(math.isnan(c) for c in arr.chunks[1]):
+            raise InputError(f"{where} has an unknown number of columns (a boolean column "
+                             "selection?); call arr.compute_chunk_sizes() first")
         dt = check_shape_dtype(shape, arr.dtype, where)
         if len(arr.chunks[1]) > 1:
             arr = arr.rechunk({1: -1})
@@ -292,14 +301,21 @@ class DaskPoints(PointSource):
 
 
 def _checked_block(src, k, blk):
+    """A computed block of a dask source: the shape and dtype its array
+    declared, no masked entries."""
     if type(blk).__module__.startswith("cupy"):
         blk = blk.get()
+    check_unmasked(blk, f"{src.where}: {src.chunk_label(k)}", src.chunks[k][0])
     blk = np.asarray(blk)
     a, b = src.chunks[k]
     if blk.shape != (b - a, src.d):
         raise InputError(f"{src.where}: {src.chunk_label(k)} computed to shape "
                          f"{blk.shape}, expected {(b - a, src.d)}")
+    if blk.dtype != src.dtype:  # the declared dtype's checks (integers, complex) were made
+        raise InputError(f"{src.where}: {src.chunk_label(k)} computed to dtype {blk.dtype}, "
+                         f"but the array declares {src.dtype}")
     return blk
+
 
 
 # --------------------------------------------------------------------------
@@ -383,6 +399,7 @@ def resolve_source(source, *, array: str | None = None, columns=None,
                 magic = fh.read(6)
             if magic == b"\x93NUMPY":
                 _no_members(array, columns, "a .npy file")
+                _not_a_result(loc)
                 return NpyPoints(loc)
             raise InputError(f"{loc}: is neither a .npy array nor a Zarr store: a file, "
                              "but not a .npy file (numpy.save format)")
@@ -394,6 +411,22 @@ def resolve_source(source, *, array: str | None = None, columns=None,
     except Exception as exc:
         raise InputError(f"points cannot be read as an array: {exc}") from exc
     return ArrayPoints(data)
+
+
+def _not_a_result(loc):
+    """Refuse a .npy result of this package (edges, labels, a linkage
+    matrix) given as points: its rows are no cloud."""
+    from . import npy
+    from .output import is_edge_array
+
+    held = npy.written_here(loc)
+    if held in ("clusters", "linkage") or (held == "edges" and is_edge_array(loc)):
+        what = {"edges": "an edge array", "clusters": "labels",
+                "linkage": "a linkage matrix"}[held]
+        raise InputError(f"{loc}: is {what} emst-dask wrote, not a point cloud"
+                         + ("; give its points, or cluster a Zarr edge store (edge "
+                            "arrays do not record their min_samples)" if held == "edges"
+                            else ""))
 
 
 def _no_members(array, columns, what):

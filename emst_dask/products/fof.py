@@ -218,10 +218,16 @@ def load_tree(tree):
     return tree
 
 
-def check_tree(tree, n: int, box):
-    """Refuse a tree that is not the Euclidean tree of these points in this box."""
+def check_tree(tree, n: int, d: int, box):
+    """Refuse a tree that is not the Euclidean tree of these (n, d) points in
+    this box."""
     if int(tree.n_points) != n:
         raise InputError(f"the tree has {tree.n_points} points, the source {n}")
+    td = getattr(tree, "n_dims", None)
+    if td is None and hasattr(tree, "attrs"):  # an edge store
+        td = tree.attrs.get("d")
+    if td is not None and int(td) != d:
+        raise InputError(f"the tree was computed in {td} dimensions, the source has {d}")
     if int(getattr(tree, "min_samples", 1)) != 1:
         raise InputError(f"the tree is a mutual-reachability tree (min_samples="
                          f"{tree.min_samples}); friends-of-friends needs the Euclidean tree "
@@ -422,7 +428,7 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         source_location=None if points is not None else src.location, contents="clusters"))
     if tree is not None:
         tree = load_tree(tree)
-        check_tree(tree, n, box)
+        check_tree(tree, n, d, box)
     if points is None:
         points = src.read_all()
     if box is not None:
