@@ -1,9 +1,12 @@
 """Bad input gets a clear InputError before any work; odd but valid input works."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
+import emst_dask
 import emst_dask.engine.core
 from emst_dask import InputError, emst
 from emst_dask.kernels import cuda_available
@@ -215,3 +218,43 @@ def test_auto_backend_without_gpu():
     if cuda_available():
         pytest.skip("a GPU is visible here")
     assert emst(np.random.default_rng(3).random((10, 2))).backend == "cpu"
+
+
+def test_one_source_given_where_a_sequence_is_expected():
+    """``emst_many`` of one path, one array or bytes would walk it element
+    by element: refused, saying to use ``emst``; a tuple of sources runs."""
+    pts = np.random.default_rng(3).random((60, 3))
+    for one in ("snap.zarr", pts, b"/data/pts.npy"):
+        with pytest.raises(InputError, match="emst_many takes a sequence of sources"):
+            emst_dask.emst_many(one, client=False)
+    trees = emst_dask.emst_many((pts, pts[:30]), client=False)
+    assert [t.n_points for t in trees] == [60, 30]
+
+
+def test_bytes_are_no_points():
+    for kw in ({}, {"client": False, "out": "/nonexistent/e.zarr"}):
+        with pytest.raises(InputError, match="is bytes: give a path as a str"):
+            emst_dask.emst(b"/data/pts.npy", **kw)
+
+
+def test_hdbscan_parameter_checks_are_the_products_checks():
+    pts = np.random.default_rng(4).random((60, 2))
+    with pytest.raises(InputError, match="allow_single_cluster must be True or False"):
+        emst_dask.HDBSCAN(allow_single_cluster="yes").fit(pts)
+    with pytest.raises(InputError, match="needs at least one point"):
+        emst_dask.HDBSCAN(min_samples=1).fit(np.empty((0, 3)))
+
+
+def test_cli_generate_refuses_zero_rows_per_chunk(tmp_path):
+    from click.testing import CliRunner
+
+    from emst_dask.cli import main
+
+    res = CliRunner().invoke(main, ["generate", "uniform", "100", "--chunk-rows", "0",
+                                    "--out", str(tmp_path / "s.zarr")])
+    assert res.exit_code == 2 and "must be >= 1" in res.output, res.output
+    assert not os.listdir(tmp_path)
+    res = CliRunner().invoke(main, ["generate", "uniform", "1e20", "--out",
+                                    str(tmp_path / "s.zarr")])
+    assert res.exit_code != 0 and "GiB" in res.output and "free" in res.output, res.output
+    assert not os.listdir(tmp_path)

@@ -27,9 +27,12 @@ from .errors import Main
 
 
 class Count(click.ParamType):
-    """A non-negative point count: ``1000000``, ``1_000_000`` or ``1e6``."""
+    """A count (of points, rows) >= ``minimum``: ``1000000``, ``1_000_000`` or ``1e6``."""
 
     name = "N"
+
+    def __init__(self, minimum: int = 0):
+        self.minimum = minimum
 
     def convert(self, value, param, ctx):
         """``value`` (an int, or text such as ``1_000_000`` or ``1e6``) as an int >= 0, or fail."""
@@ -47,8 +50,8 @@ class Count(click.ParamType):
                 if not f.is_integer():
                     self.fail(f"{value!r} is not a whole number of points", param, ctx)
                 n = int(f)
-        if n < 0:
-            self.fail(f"the number of points must be >= 0, got {n}", param, ctx)
+        if n < self.minimum:
+            self.fail(f"must be >= {self.minimum}, got {n}", param, ctx)
         return n
 
 

@@ -20,7 +20,7 @@ from .errors import UserError
               help="number of coordinates")
 @click.option("--seed", "-s", default=0, show_default=True, type=int,
               help="random seed; the same (NAME, N, D, SEED) gives the same cloud")
-@click.option("--chunk-rows", default=1_000_000, show_default=True, type=Count(),
+@click.option("--chunk-rows", default=1_000_000, show_default=True, type=Count(minimum=1),
               help="Zarr: rows per chunk")
 @click.option("--zarr-format", default=3, show_default=True, type=click.Choice(["2", "3"]),
               help="Zarr: format version of the snapshot")
@@ -31,6 +31,8 @@ from .errors import UserError
               help="replace an existing .npy file or a snapshot that generate wrote")
 def generate(name, n, out, dim, seed, chunk_rows, zarr_format, columns, overwrite):
     """Write a reference point cloud NAME (uniform, normal, halos) of N points."""
+    import psutil
+
     from .. import datasets
     from ..io.snapshot import write_points
     from ..io.source import parse_columns
@@ -42,6 +44,10 @@ def generate(name, n, out, dim, seed, chunk_rows, zarr_format, columns, overwrit
     from ..io import resolve_output
 
     resolve_output(out, overwrite=overwrite, contents="points")  # before generating
+    need, free = n * dim * 4, psutil.virtual_memory().available
+    if need > free:
+        raise UserError(f"{n} points of {dim} float32 coordinates take {need / 2**30:.3g} GiB; "
+                        f"this machine has {free / 2**30:.3g} GiB free")
     pts = datasets.GENERATORS[name](n, dim=dim, seed=seed)
     write_points(out, pts, chunk_rows=chunk_rows, zarr_format=int(zarr_format), columns=names,
                  attrs={"generator": name, "n": int(n), "d": int(dim), "seed": int(seed)},

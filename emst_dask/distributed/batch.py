@@ -44,6 +44,9 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
     -------
     list, in the order of ``sources``.
     """
+    if is_pathlike(sources) or isinstance(sources, bytes) or getattr(sources, "ndim", 0) == 2:
+        raise InputError("emst_many takes a sequence of sources (a list of paths, arrays, "
+                         f"...); got one {type(sources).__name__}: use emst for one")
     sources = list(sources)
     if errors not in ("raise", "return"):
         raise InputError(f"errors must be 'raise' or 'return', got {errors!r}")

@@ -155,7 +155,11 @@ def _array_module(a):
 
 def check_unmasked(data, where: str, row_offset: int = 0):
     """Refuse a numpy masked array with masked entries: the mask would be
-    dropped and the values under it taken as coordinates."""
+    dropped and the values under it taken as coordinates (and bytes, which
+    would be one 0-d array: a path must be a str)."""
+    if isinstance(data, (bytes, bytearray)):
+        raise InputError(f"{where} is {type(data).__name__}: give a path as a str "
+                         "(os.fsdecode) or the points as an (n, d) array")
     if not isinstance(data, np.ma.MaskedArray):
         return
     mask = np.ma.getmaskarray(data)

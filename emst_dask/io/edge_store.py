@@ -354,6 +354,9 @@ def _open_npy_edges(loc) -> EdgeStore:
         e = np.load(loc, mmap_mode="r", allow_pickle=False)
     except Exception as exc:
         raise InputError(f"{loc}: cannot be read as a .npy array ({exc})") from None
+    if e.ndim == 2 and e.shape[1] == 3 and e.dtype == np.dtype(">f8"):
+        raise InputError(f"{loc}: an (m, 3) big-endian float64 array; edge arrays are read "
+                         "in the machine's byte order: save it as np.asarray(e, '<f8')")
     if e.ndim != 2 or e.shape[1] != 3 or e.dtype != np.float64:
         raise InputError(f"{loc}: not an edge array: expected an (m, 3) float64 array of "
                          f"(source, target, weight), got {e.shape} {e.dtype} (a point "

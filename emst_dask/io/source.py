@@ -406,6 +406,7 @@ def resolve_source(source, *, array: str | None = None, columns=None,
         return zarr_source.resolve(loc, array, columns, None)
     if zarr_source.is_zarr_node(source):
         return zarr_source.resolve_node(source, array, columns)
+    check_unmasked(source, "points")
     try:
         data = np.asarray(source)
     except Exception as exc:

@@ -10,13 +10,12 @@ so the clusters never depend on the row order (see ``products.hdbscan``).
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from ..arrays import is_device_array
 from ..arrays import to_host as _host
 from ..errors import InputError
+from .hdbscan import checks
 
 _PARAMS = ("min_cluster_size", "min_samples", "cluster_selection_epsilon",
            "max_cluster_size", "cluster_selection_method", "allow_single_cluster",
@@ -24,37 +23,26 @@ _PARAMS = ("min_cluster_size", "min_samples", "cluster_selection_epsilon",
 
 
 def check_hdbscan_params(min_cluster_size, min_samples, cluster_selection_epsilon,
-                         max_cluster_size, cluster_selection_method, n=None) -> int:
-    """Check the clustering parameters; return k_pts (``min_samples`` or
-    ``min_cluster_size``).
+                         max_cluster_size, cluster_selection_method, allow_single_cluster,
+                         n=None) -> int:
+    """Check the clustering parameters (``products.hdbscan.checks``); return
+    k_pts (``min_samples``, or ``min_cluster_size`` for None).
 
     Raises
     ------
     InputError
         Naming the parameter and the value.
     """
-    def integer(v):
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-    if not integer(min_cluster_size) or min_cluster_size < 2:
-        raise InputError(f"min_cluster_size must be an integer >= 2, got {min_cluster_size!r}")
-    k = min_cluster_size if min_samples is None else min_samples
-    if not integer(k) or k < 1:
+    m = checks.check_min_cluster_size(min_cluster_size)
+    k = m if min_samples is None else min_samples
+    if not checks._is_int(k) or k < 1:
         raise InputError(f"min_samples must be None or an integer >= 1, got {min_samples!r}")
     if n is not None and n > 0 and k > n:
         raise InputError(f"min_samples={k} is larger than the number of points ({n})")
-    eps = cluster_selection_epsilon
-    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not np.isfinite(eps) \
-            or eps < 0:
-        raise InputError("cluster_selection_epsilon must be a finite number >= 0, got "
-                         f"{cluster_selection_epsilon!r}")
-    if max_cluster_size is not None and (not integer(max_cluster_size)
-                                         or max_cluster_size < 1):
-        raise InputError("max_cluster_size must be None or an integer >= 1, got "
-                         f"{max_cluster_size!r}")
-    if cluster_selection_method not in ("eom", "leaf"):
-        raise InputError("cluster_selection_method must be 'eom' or 'leaf', got "
-                         f"{cluster_selection_method!r}")
+    checks.check_epsilon(cluster_selection_epsilon)
+    checks.check_max_cluster_size(max_cluster_size)
+    checks.check_method(cluster_selection_method)
+    checks.check_allow_single_cluster(allow_single_cluster)
     return int(k)
 
 
@@ -174,7 +162,7 @@ class HDBSCAN:
 
         k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
                                  self.cluster_selection_epsilon, self.max_cluster_size,
-                                 self.cluster_selection_method)
+                                 self.cluster_selection_method, self.allow_single_cluster)
         self._forget_fit()
         local = self.client in (None, False) and self.out is None and is_in_memory(X)
         if local or self.partitions is not None:
@@ -258,9 +246,11 @@ class HDBSCAN:
                 raise InputError(f"{store.path}: an .npy edge array does not record its "
                                  "min_samples; give the Zarr edge store")
         n = int(tree.n_points)
+        if n < 1:
+            raise InputError("HDBSCAN* needs at least one point; the tree has none")
         k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
                                  self.cluster_selection_epsilon, self.max_cluster_size,
-                                 self.cluster_selection_method, n)
+                                 self.cluster_selection_method, self.allow_single_cluster, n)
         if int(tree.min_samples) != k:
             raise InputError(f"the tree was computed with min_samples={tree.min_samples}, "
                              f"this HDBSCAN needs min_samples={k}: compute the tree with "
