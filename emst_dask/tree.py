@@ -141,7 +141,8 @@ class SpanningTree:
         -------
         emst_dask.products.statistics.MSTStatistics
         """
-        from .products.statistics import mst_statistics
+        from .products.statistics import check_box_size, check_points, mst_statistics
+        from .products.tree_checks import check_same_box, check_weights_of
 
         d = getattr(points, "shape", np.shape(points) if points is not None else ())
         if len(d) == 2 and d[1] != self.n_dims:
@@ -149,6 +150,15 @@ class SpanningTree:
                              f"has {d[1]} columns")
         if box_size is None:
             box_size = getattr(self, "box_size", None)
+        else:  # an open tree may be measured in a box; a periodic one only in its own
+            check_same_box(self, check_box_size(box_size, self.n_dims), self.n_dims,
+                           open_tree_ok=True)
+        if points is not None:
+            xp = np if isinstance(self.source, np.ndarray) else _cupy()
+            box = check_box_size(box_size, self.n_dims)
+            points = check_points(xp, points, self.n_points, box)
+            periodic = getattr(self, "box_size", None) is not None
+            check_weights_of(self, points, box if periodic else None)
         return mst_statistics(self.source, self.target, self.weight, self.n_points,
                               points=points, box_size=box_size)
 

@@ -682,3 +682,42 @@ def test_a_result_npy_is_no_point_cloud(tmp_path):
         emst_dask.emst(os.fspath(edges), client=False)
     with pytest.raises(InputError, match="is an edge array"):
         emst_dask.HDBSCAN(min_cluster_size=5, min_samples=1).fit(os.fspath(edges))
+
+
+def test_a_tree_of_other_points_or_another_box_is_refused():
+    """``fof(tree=...)`` and ``statistics`` recompute a sample of the
+    tree's weights from the points: a tree of other points is refused
+    (it gave other groups, and branch shapes above 1); the same points
+    moved are accepted.  A periodic tree is measured only in its own box."""
+    rng = np.random.default_rng(35)
+    p, q = rng.random((500, 3)), rng.random((500, 3))
+    tree = emst_dask.emst(p, box_size=1.0)
+    with pytest.raises(InputError, match="is not the tree of"):
+        emst_dask.fof(q, 0.06, relative=False, box_size=1.0, min_members=2, tree=tree)
+    with pytest.raises(InputError, match="is not the tree of"):
+        tree.statistics(q)
+    with pytest.raises(InputError, match=r"computed with box_size=\[1.0, 1.0, 1.0\], this "
+                                         r"call asks for box_size=\[2.0, 2.0, 2.0\]"):
+        tree.statistics(p, box_size=2.0)
+    st = tree.statistics(p)
+    assert st.branch_shape.max() <= 1.0
+    assert np.array_equal(emst_dask.emst(p).statistics(p + 5.0).degree,
+                          emst_dask.emst(p).statistics(p).degree)
+    want = emst_dask.fof(p, 0.06, relative=False, box_size=1.0, min_members=2)
+    got = emst_dask.fof(p, 0.06, relative=False, box_size=1.0, min_members=2, tree=tree)
+    assert np.array_equal(np.asarray(got.labels), np.asarray(want.labels))
+
+
+def test_cli_stats_refuses_another_box_than_the_trees(tmp_path):
+    from click.testing import CliRunner
+
+    p = np.random.default_rng(36).random((400, 3))
+    np.save(tmp_path / "p.npy", p)
+    emst_dask.emst(p, box_size=1.0, out=tmp_path / "e.zarr")
+    res = CliRunner().invoke(main, ["stats", str(tmp_path / "e.zarr"), "--points",
+                                    str(tmp_path / "p.npy"), "--box-size", "2"])
+    assert res.exit_code != 0 and "computed with box_size=[1.0, 1.0, 1.0]" in res.output, \
+        res.output
+    res = CliRunner().invoke(main, ["stats", str(tmp_path / "e.zarr"), "--points",
+                                    str(tmp_path / "p.npy")])
+    assert res.exit_code == 0, res.output

@@ -305,7 +305,11 @@ def test_statistics_method_takes_the_trees_box():
     want = mst_statistics(s, t, w, n, points, box_size=1.0)
     np.testing.assert_array_equal(got.branch_shape, want.branch_shape)
     np.testing.assert_array_equal(got.box_size, np.ones(3))
-    assert tree.statistics(points, box_size=2.0).box_size.tolist() == [2.0] * 3
+    # another box would measure branches whose edges were not taken in it
+    # (shapes above 1): refused
+    with pytest.raises(InputError, match="this call asks for box_size"):
+        tree.statistics(points, box_size=2.0)
+    assert tree.statistics(points, box_size=1.0).box_size.tolist() == [1.0] * 3
 
 
 # --- invariance ---------------------------------------------------------------------------

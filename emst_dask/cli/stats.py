@@ -77,6 +77,7 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
     from ..io import open_edges, resolve_source
     from ..products.plotting import check_points_of
     from ..products.statistics import check_box_size, mst_statistics
+    from ..products.tree_checks import check_same_box, check_weights_of
 
     from ..io.picture import resolve_picture
 
@@ -87,12 +88,15 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
     src = resolve_source(points, array=array, columns=columns)
     check_points_of(store, src, points, edges, ignore_input)
     tree = store.load()
+    if getattr(tree, "box_size", None) is None and store.attrs.get("box_size") is not None:
+        tree.box_size = np.asarray(store.attrs["box_size"], np.float64)
     if box is None:
         box = getattr(tree, "box_size", None)
-        if box is None:
-            box = store.attrs.get("box_size")
-    check_box_size(box, src.d)  # before reading the points
+    # before reading the points; an open tree may be measured in a box
+    check_same_box(tree, check_box_size(box, src.d), src.d, open_tree_ok=True)
     pts = src.read_all()
+    periodic = getattr(tree, "box_size", None) is not None
+    check_weights_of(tree, pts, check_box_size(box, src.d) if periodic else None, src.where)
     t0 = time.perf_counter()
     st = mst_statistics(tree.source, tree.target, tree.weight, tree.n_points, points=pts,
                         box_size=box)

@@ -51,6 +51,7 @@ from .fof_checks import (absolute_lengths, check_box_size, check_in_box,  # noqa
                          mean_separation)
 from .unwrap import image_shifts_any, image_shifts_host, image_shifts_xp, smallest_rows  # noqa: F401
 from .cuts import fof_labels
+from .tree_checks import check_same_box, check_weights_of
 from .order import array_module
 from ..arrays import to_host as _host
 
@@ -235,17 +236,7 @@ def check_tree(tree, n: int, d: int, box):
     if tree.n_edges != max(n - 1, 0):
         raise InputError(f"the tree has {tree.n_edges} edges for {n} points: not a "
                          "spanning tree")
-    tb = getattr(tree, "box_size", None)
-    if tb is not None:
-        tb = np.asarray(tb if isinstance(tb, (int, float, list, tuple, np.ndarray))
-                        else _host(tb), np.float64).reshape(-1)
-        if box is not None and tb.size == 1:
-            tb = np.repeat(tb, box.size)
-    if (tb is None) != (box is None) or (tb is not None and not np.array_equal(tb, box)):
-        have = "no box" if tb is None else f"box_size={tb.tolist()}"
-        want = "no box" if box is None else f"box_size={box.tolist()}"
-        raise InputError(f"the tree was computed with {have}, this call asks for {want}: "
-                         "compute the tree with emst(points, box_size=...) in the same box")
+    check_same_box(tree, box, d)
 
 
 def spanning_tree_in_box(points, box, backend, progress=None):
@@ -433,6 +424,8 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         points = src.read_all()
     if box is not None:
         check_in_box(points, box)
+    if tree is not None:
+        check_weights_of(tree, points, box, where)
     lengths = absolute_lengths(values, relative, points, box)
     timings = {}
     if tree is None:

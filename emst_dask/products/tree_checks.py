@@ -1,0 +1,73 @@
+"""Checks that a tree given to a product is the tree of the points and box
+it is used with (``fof(tree=...)``, ``SpanningTree.statistics``, the
+command line's ``stats``): run before the work, an ``InputError`` naming
+what differs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..arrays import to_host
+from ..errors import InputError
+
+#: edges whose weights are recomputed from the points
+SAMPLED_EDGES = 1024
+#: relative difference allowed between a recorded and a recomputed weight
+#: (the tree's arithmetic may be float32; other points differ by far more)
+WEIGHT_RTOL = 1e-3
+
+
+def tree_box(tree, d: int):
+    """The tree's periodic box as (d,) float64, or None (open space)."""
+    tb = getattr(tree, "box_size", None)
+    if tb is None:
+        return None
+    tb = np.asarray(tb if isinstance(tb, (int, float, list, tuple, np.ndarray))
+                    else to_host(tb), np.float64).reshape(-1)
+    return np.repeat(tb, d) if tb.size == 1 else tb
+
+
+def check_same_box(tree, box, d: int, open_tree_ok: bool = False):
+    """Refuse a box (``(d,)`` float64 or None) other than the tree's own;
+    ``open_tree_ok``: an open tree may be used in a box."""
+    tb = tree_box(tree, d)
+    if tb is None and open_tree_ok:
+        return
+    if (tb is None) != (box is None) or (tb is not None and not np.array_equal(tb, box)):
+        have = "no box" if tb is None else f"box_size={tb.tolist()}"
+        want = "no box" if box is None else f"box_size={np.asarray(box).tolist()}"
+        raise InputError(f"the tree was computed with {have}, this call asks for {want}: "
+                         "compute the tree with emst(points, box_size=...) in the same box")
+
+
+def check_weights_of(tree, points, box=None, where: str = "points"):
+    """Refuse ``points`` (``(n, d)``, numpy or cupy) that are not the ones
+    the Euclidean ``tree`` was computed from: the weights of up to
+    ``SAMPLED_EDGES`` edges, spread over the tree, are recomputed (under
+    the minimum image in ``box``) and compared.  A tree of the same points
+    moved or rotated passes: its groups and statistics are the same."""
+    m = int(tree.n_edges)
+    if m == 0 or int(getattr(tree, "min_samples", 1)) != 1:
+        return
+    xp = type(points).__module__.startswith("cupy") and __import__("cupy") or np
+    idx = np.unique(np.linspace(0, m - 1, min(m, SAMPLED_EDGES)).astype(np.int64))
+    s = to_host(tree.source[idx] if xp is np else tree.source[xp.asarray(idx)])
+    t = to_host(tree.target[idx] if xp is np else tree.target[xp.asarray(idx)])
+    w = np.asarray(to_host(tree.weight[idx] if xp is np else tree.weight[xp.asarray(idx)]),
+                   np.float64)
+    n = points.shape[0]
+    if s.max() >= n or t.max() >= n:
+        raise InputError(f"the tree indexes rows beyond the {n} rows of {where}")
+    a = np.asarray(to_host(points[xp.asarray(s)]), np.float64)
+    b = np.asarray(to_host(points[xp.asarray(t)]), np.float64)
+    diff = np.abs(a - b)
+    if box is not None:
+        diff = np.minimum(diff, np.asarray(box, np.float64) - diff)
+    got = np.sqrt((diff * diff).sum(axis=1))
+    bad = np.abs(got - w) > WEIGHT_RTOL * np.maximum(np.abs(w), np.abs(got))
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InputError(f"the tree is not the tree of {where}: its edge ({s[k]}, {t[k]}) "
+                         f"weighs {float(w[k])!r}, but those rows of {where} lie "
+                         f"{float(got[k])!r} apart "
+                         f"({int(bad.sum())} of {len(idx)} edges checked differ); pass the "
+                         "points the tree was computed from, in the same row order")
