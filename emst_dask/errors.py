@@ -19,3 +19,7 @@ class OutputError(InputError):
 
 class WorkerLost(RuntimeError):
     """A job whose worker died and that no remaining worker could take over."""
+
+
+class JobCancelled(RuntimeError):
+    """A job stopped by ``Job.cancel()`` before it finished."""

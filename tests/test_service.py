@@ -259,6 +259,55 @@ def test_detached_job_survives_its_client(cluster, tmp_path):
     assert_same_tree(open_edges(out), pts)
 
 
+def test_cancelled_job_stops_and_leaves_nothing(cluster, client, tmp_path):
+    """``Job.cancel()`` stops a detached job: Dask does not interrupt a
+    running task, so the task stops at its next progress report; the
+    output is never written, other clients see the job cancelled, and
+    ``result()`` says so instead of blaming a dead worker."""
+    from distributed import Client
+
+    from emst_dask import JobCancelled
+    from test_faults import _slow_reports
+
+    pts = cloud(30_000, 3, seed=10)
+    path = write_snapshot(tmp_path / "c.zarr", pts, chunk_rows=10_000)
+    out = tmp_path / "cancelled.zarr"
+    client.run(_slow_reports, 0.5, 0)
+    try:
+        job = submit(path, out=out, client=client, name="cancel-test")
+        _wait_until(lambda: any(e["phase"] == "iteration" for e in job.events()), 120)
+        job.cancel()
+        assert job.status() == "cancelled" and job.done()
+        with pytest.raises(JobCancelled, match=r"job 'cancel-test' was cancelled; .*"
+                                                r"cancelled.zarr is absent"):
+            job.result()
+        with Client(cluster.cluster.scheduler_address, set_as_default=False) as other:
+            seen = get_job("cancel-test", other)
+            assert seen.status() == "cancelled" and seen.done()
+        _wait_until(lambda: any(e["phase"] == "error" and "JobCancelled" in e["message"]
+                                for e in job.events()), 60)
+        assert not out.exists() and no_tmp_siblings(out)
+        job.forget()
+        assert "cancel-test" not in list_jobs(client)
+    finally:
+        client.run(_slow_reports, 0, 0)
+    # the workers are free for the next job
+    assert_same_tree(emst_dask.emst(path, client=client, out=tmp_path / "after.zarr"), pts)
+
+
+def test_a_finished_job_is_finished_for_a_new_client(cluster, client, pts, tmp_path):
+    """A client that has just fetched a finished job's future knows nothing
+    of it yet: the status comes from the scheduler, not "running"."""
+    from distributed import Client
+
+    job = submit(pts, out=tmp_path / "k.zarr", client=client, name="finished-test")
+    job.result(timeout=120)
+    with Client(cluster.cluster.scheduler_address, set_as_default=False) as other:
+        seen = get_job("finished-test", other)
+        assert seen.status() == "finished" and seen.done()
+    job.forget()
+
+
 def _wait_for_gate():
     from distributed import Event
 

@@ -172,7 +172,10 @@ def _detach(source, out, client, name, min_samples, backend, sort, columns, arra
               help="with --wait: a progress bar (default: when stderr is a terminal)")
 @click.option("--forget", is_flag=True,
               help="once finished, remove the job from the scheduler (its store stays)")
-def job(name, scheduler, scheduler_file, wait, progress, forget):
+@click.option("--cancel", is_flag=True,
+              help="stop the job (its worker stops at its next progress report and "
+                   "writes nothing)")
+def job(name, scheduler, scheduler_file, wait, progress, forget, cancel):
     """Status (and with --wait, the result) of the detached job NAME."""
     from ..distributed.client import connect
     from ..distributed.service import get_job, list_jobs
@@ -186,6 +189,8 @@ def job(name, scheduler, scheduler_file, wait, progress, forget):
     client, _ = connect(scheduler or os.path.abspath(scheduler_file))
     try:
         j = get_job(name, client)
+        if cancel and not j.done():
+            j.cancel()
         click.echo(f"job {name}: {j.status()} ({j.info.get('input')} -> {j.info.get('out')})")
         last = j.phase()
         if last:

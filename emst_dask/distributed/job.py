@@ -28,6 +28,7 @@ import numpy as np
 
 from ..arrays import to_host
 from ..engine import spanning_tree
+from ..errors import JobCancelled
 from ..io import Output, PointSource, resolve_source, stage, write_edges
 from ..io.checks import check_in_box, check_min_samples, source_box_size
 from ..io.edge_store import host_tree
@@ -134,11 +135,13 @@ class Reporter:
         self.job = spec.name
         self.callback = callback
         self.worker = None
+        self.key = None  # of the task reporting
         if on_worker:
             try:
                 from distributed import get_worker
 
                 self.worker = get_worker()
+                self.key = self.worker.get_current_task()
             except (ImportError, ValueError):
                 pass
         self._last = 0.0
@@ -148,7 +151,20 @@ class Reporter:
         """The address of the worker reporting, or None off a worker."""
         return None if self.worker is None else self.worker.address
 
+    def raise_if_cancelled(self):
+        """Stop a task whose key the scheduler released (``Job.cancel()``, or
+        every client let the job go): Dask does not interrupt a running
+        task, so the task stops itself at its next report, and its
+        temporaries go with it (``Output.written_aside``)."""
+        if self.worker is None or self.key is None:
+            return
+        ts = self.worker.state.tasks.get(self.key)
+        if ts is None or ts.state in ("cancelled", "released", "forgotten"):
+            raise JobCancelled(f"job {self.job!r} was cancelled")
+
     def __call__(self, phase, **info):
+        if phase not in ("error", "done"):  # a finished job is not undone
+            self.raise_if_cancelled()
         info = {k: _plain(v) for k, v in info.items()}
         if phase in ("read", "write"):  # at most ~10 a second, the last always
             t = time.monotonic()

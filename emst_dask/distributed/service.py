@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, JobCancelled
 from ..io import resolve_output, resolve_source
 from ..io.checks import check_backend, check_box_size, check_min_samples, source_box_size
 from ..io.output import new_token
@@ -315,22 +315,39 @@ class Job:
         return dict(ev[-1]) if ev else None
 
     def status(self) -> str:
-        """The job's state: "queued", "running", "error" (a refused input) or
-        the future's status ("finished", "cancelled", "lost", ...).
+        """The job's state: "queued", "running", "error" (a refused input),
+        "cancelled" (``cancel``) or the future's status ("finished", "lost",
+        ...).  A future this client has just fetched (``get_job``) is pending
+        until the scheduler tells it more: the scheduler is asked instead.
         """
+        if self.info.get("cancelled"):
+            return "cancelled"
         st = self.future.status
         if st == "pending":
+            st = _SCHEDULER_STATES.get(self._scheduler_state(), "pending")
+        if st in ("pending", "queued"):
             return "running" if self.events() else "queued"
-        if st == "finished" and isinstance(self.future.result(), Refused):
+        if st == "finished" and isinstance(self.future.result(timeout=60), Refused):
             return "error"
         return st
 
+    def _scheduler_state(self):
+        """The scheduler's state of the job's last task (None if unknown)."""
+        key = self.future.key
+        try:
+            return self.client.sync(self.client.scheduler.get_task_status, keys=[key])[key]
+        except Exception:  # an older scheduler, or none: the future's status stands
+            return "unknown"
+
     def done(self) -> bool:
-        """True once the job's future is done, whatever the outcome."""
-        return self.future.done()
+        """True once the job ended, whatever the outcome."""
+        return self.status() not in ("queued", "running")
 
     def result(self, timeout=None):
-        """The job's result; its error in the user's terms."""
+        """The job's result; its error in the user's terms (``JobCancelled``
+        after ``cancel``)."""
+        if self.info.get("cancelled"):
+            raise JobCancelled(self._cancelled())
         try:
             with in_user_terms(self.name, self.info.get("out"), self.client):
                 return unwrap(self.future.result(timeout=timeout))
@@ -341,8 +358,29 @@ class Job:
                 cleanup(self.client, spec)  # left alone without the scheduler
 
     def cancel(self):
-        """Cancel the job's future."""
-        self.future.cancel()
+        """Stop the job: its future is cancelled on the scheduler, published
+        or not, and the task running stops at its next progress report,
+        removing its temporaries.  An output already in place stays (it is
+        complete).  Other clients see the job as "cancelled"."""
+        if self.info.get("cancelled"):
+            return
+        self.info["cancelled"] = time.time()
+        if self.published:  # the record, without the future that kept the job alive
+            self.client.publish_dataset(**{DATASET_PREFIX + self.name: {
+                "future": None, "info": self.info}}, override=True)
+        self.client.cancel([self.future], force=True)
+
+    def _cancelled(self) -> str:
+        out = self.info.get("out")
+        msg = f"job {self.name!r} was cancelled"
+        if out is None:
+            return msg
+        there = os.path.lexists(out) if self.info.get("output") is not None \
+            and self.info["output"].local is not None else None
+        if there:
+            return f"{msg}; {out} was written before the cancellation reached its worker"
+        return (f"{msg}; {out} " + ("is absent" if there is not None else "was not written")
+                + ": its worker stops at its next progress report and leaves nothing")
 
     def forget(self):
         """Unpublish the job (it is then released when no client holds it)."""
@@ -414,9 +452,15 @@ def get_job(name: str, client) -> Job:
     except KeyError:
         raise LookupError(f"no job named {name!r} on this scheduler; jobs: "
                           f"{', '.join(list_jobs(cl)) or 'none'}") from None
-    if data["future"] is None:
+    if data["future"] is None and not data["info"].get("cancelled"):
         raise LookupError(f"job {name!r} is being submitted; ask again in a moment")
     return Job(name, data["future"], cl, data["info"], published=True)
+
+
+#: the scheduler's task states (``get_task_status``) as a job's status
+_SCHEDULER_STATES = {"memory": "finished", "erred": "error", "processing": "pending",
+                     "waiting": "queued", "queued": "queued", "no-worker": "queued",
+                     "released": "queued", "forgotten": "lost", None: "lost"}
 
 
 def list_jobs(client) -> list:
