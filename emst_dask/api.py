@@ -8,6 +8,7 @@ algorithm.
 from __future__ import annotations
 
 from .engine import spanning_tree
+from .progress import guarded
 from .errors import InputError
 from .io.checks import (as_points, check_backend, check_box_size, check_in_box,
                         check_min_samples)
@@ -54,6 +55,8 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
         the engine's strict order (squared length, min row, max row).
     progress : callable(phase, **info), or True for a progress bar, optional
         Called after the core distances and after every Borůvka iteration.
+        It never fails the job: its first exception is logged and it is not
+        called again (``emst_dask.progress.guarded``).
 
     client : distributed.Client, scheduler address or file, False, or None
         Run the job on a Dask worker (``emst_dask.distributed``).  None: in this
@@ -131,4 +134,4 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
             bar.close()
         return tree
     return spanning_tree(pts, k, backend, box_size=box, sort_by_weight=sort_by_weight,
-                         progress=progress or None, hierarchy=hierarchy)
+                         progress=guarded(progress or None), hierarchy=hierarchy)

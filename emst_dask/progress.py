@@ -18,12 +18,41 @@ in the client), in one process they are plain calls.  Phases, in order:
 ``ProgressBar`` turns them into one tqdm bar that changes with the phase:
 rows read, edges found (n - components of n - 1, with the iteration and
 component count), rows written.
+
+A progress callback never fails a job, in this process or relayed from a
+worker (``guarded``): its first exception is logged with its traceback and
+it is not called again.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
+
+log = logging.getLogger(__name__)
+
+
+def guarded(callback):
+    """``callback(phase, **info)`` that never fails the job it follows: its
+    first exception is logged, with its traceback, and it is not called
+    again (an interrupt still stops the job).  None stays None."""
+    if callback is None or getattr(callback, "_guarded", False):
+        return callback
+    failed = []
+
+    def call(phase, **info):
+        if failed:
+            return
+        try:
+            callback(phase, **info)
+        except Exception:
+            failed.append(phase)
+            log.warning("the progress callback raised at phase %r; it is not called again, "
+                        "and the job goes on", phase, exc_info=True)
+
+    call._guarded = True
+    return call
 
 
 class ProgressBar:
@@ -123,7 +152,7 @@ class Relay:
     def __init__(self, client, topic: str, callback):
         self.client = client
         self.topic = topic
-        self.callback = callback
+        self.callback = guarded(callback)
         self.last = None
         self.done = threading.Event()
         client.subscribe_topic(topic, self._handle)

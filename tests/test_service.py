@@ -385,3 +385,25 @@ def test_cli_style_text_progress_is_readable():
     assert "components=1" in text and "job: done" in text and "edges=9" in text
     assert bar.finished.is_set()
     assert os.linesep in text or "\r" in text
+
+
+@pytest.mark.parametrize("where", ["here", "cluster"])
+def test_a_progress_callback_that_raises_never_fails_the_job(client, pts, ref, where, caplog):
+    """In this process or relayed from a worker, a callback's error is
+    logged once, the callback is dropped, and the job's result is exact."""
+    import logging
+
+    calls = []
+
+    def callback(phase, **info):
+        calls.append(phase)
+        if phase == "iteration":
+            raise RuntimeError("boom in the user's callback")
+
+    with caplog.at_level(logging.WARNING, logger="emst_dask.progress"):
+        tree = emst_dask.emst(pts, client=client if where == "cluster" else None,
+                              progress=callback)
+    assert_same_tree(tree, pts, reference=ref)
+    assert calls.count("iteration") == 1 and calls[-1] == "iteration", calls
+    warned = [r for r in caplog.records if r.name == "emst_dask.progress"]
+    assert len(warned) == 1 and "boom in the user's callback" in caplog.text

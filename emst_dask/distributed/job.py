@@ -29,6 +29,7 @@ import numpy as np
 from ..arrays import to_host
 from ..engine import spanning_tree
 from ..errors import JobCancelled
+from ..progress import guarded
 from ..io import Output, PointSource, resolve_source, stage, write_edges
 from ..io.checks import check_in_box, check_min_samples, source_box_size
 from ..io.edge_store import host_tree
@@ -133,7 +134,7 @@ class Reporter:
     def __init__(self, spec: JobSpec, callback=None, on_worker=True):
         self.topic = spec.topic
         self.job = spec.name
-        self.callback = callback
+        self.callback = guarded(callback)
         self.worker = None
         self.key = None  # of the task reporting
         if on_worker:
