@@ -258,3 +258,13 @@ def test_cli_generate_refuses_zero_rows_per_chunk(tmp_path):
                                     str(tmp_path / "s.zarr")])
     assert res.exit_code != 0 and "GiB" in res.output and "free" in res.output, res.output
     assert not os.listdir(tmp_path)
+
+
+def test_emst_many_takes_a_box():
+    rng = np.random.default_rng(5)
+    clouds = [rng.random((300, 3)), rng.random((200, 3))]
+    trees = emst_dask.emst_many(clouds, client=False, box_size=1.0)
+    for tree, pts in zip(trees, clouds):
+        want = emst(pts, box_size=1.0)
+        assert tree.total_weight == want.total_weight
+        assert tree.total_weight < emst(pts).total_weight

@@ -17,10 +17,11 @@ from .service import RESUBMIT_LOST_INPUT, cleanup, prepare, submit_chain
 log = logging.getLogger(__name__)
 
 
-def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
-              sort_by_weight=False, columns=None, array=None, overwrite=False,
-              storage_options=None, zarr_format=3, chunk_rows=None, threads=None,
-              progress=None, errors="raise", n_workers=None, names=None) -> list:
+def emst_many(sources, outs=None, *, client=None, min_samples=1, box_size=None,
+              backend="auto", sort_by_weight=False, columns=None, array=None,
+              overwrite=False, storage_options=None, zarr_format=3, chunk_rows=None,
+              threads=None, progress=None, errors="raise", n_workers=None,
+              names=None) -> list:
     """The EMST of every source, one job per worker at a time.
 
     Parameters
@@ -38,7 +39,9 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
     progress : True (a bar over the snapshots) or callable(phase, job=index, **info)
     names : sequence of str, optional
         The jobs' names.
-    Other parameters are those of ``emst_dask.emst``.
+    Other parameters are those of ``emst_dask.emst`` (``box_size`` applies
+    to every source; "snapshot" reads each one's own).  There is no
+    ``partitions``: each job of a batch runs on one worker.
 
     Returns
     -------
@@ -63,7 +66,8 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, backend="auto",
     if client not in (None, False):
         client, own = connect(client)
         owned = client if own else None
-    options = dict(min_samples=min_samples, backend=backend, sort_by_weight=sort_by_weight,
+    options = dict(min_samples=min_samples, box_size=box_size, backend=backend,
+                   sort_by_weight=sort_by_weight,
                    columns=columns, array=array, overwrite=overwrite,
                    storage_options=storage_options, zarr_format=zarr_format,
                    chunk_rows=chunk_rows, threads=threads)

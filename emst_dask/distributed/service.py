@@ -123,6 +123,10 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
         base = os.path.basename(os.fspath(source).rstrip("/")) if is_pathlike(source) \
             else "job"
         name = f"{slug(base)}-{token}"
+    elif not isinstance(name, str) or not name.strip() or len(name) > 200 \
+            or any(not c.isprintable() for c in name):
+        raise InputError(f"a job's name must be printable text of 1 to 200 characters, "
+                         f"got {name!r}")
     spec = JobSpec(name=str(name), token=token, source=job_source, input=where, output=output,
                    min_samples=int(min_samples), backend=backend,
                    sort_by_weight=bool(sort_by_weight), threads=threads,

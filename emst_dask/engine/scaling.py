@@ -34,7 +34,8 @@ def _log2_ulp(m: float, dtype) -> int:
     return math.frexp(spacing)[1] - 1  # spacing is a power of two
 
 
-def exact_scale(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype) -> int:
+def exact_scale(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype,
+                what: str = "the coordinates") -> int:
     """Exponent ``e`` such that the cloud times ``2**e`` is safe to square.
 
     Parameters
@@ -45,6 +46,8 @@ def exact_scale(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype) -> int:
         The smallest nonzero magnitude of any coordinate (+inf: all zero).
     dtype : float32 or float64
         The precision of the computation.
+    what : str
+        What ``lo`` and ``hi`` bound, for the error.
 
     Returns
     -------
@@ -75,7 +78,7 @@ def exact_scale(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype) -> int:
         return 0
     if e_min > e_max:
         raise InputError(
-            f"the coordinates span magnitudes from {smallest:.3g} to {big:.3g}: no "
+            f"{what} span magnitudes from {smallest:.3g} to {big:.3g}: no "
             f"exact {dtype} computation of their squared distances exists (the "
             f"smallest would underflow or the largest overflow the {dtype} range); "
             + ("convert the points to float64, or " if dtype == np.float32 else "")
@@ -92,18 +95,19 @@ def bounds(K, points):
     return K.bounds(points)
 
 
-def exact_frame(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype):
+def exact_frame(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype,
+                what: str = "the coordinates"):
     """(compute dtype, exponent): ``exact_scale`` in ``dtype``, or, for a
     float32 cloud whose squared distances float32 cannot all hold, in
     float64, which holds every squared distance of float32 coordinates
     (the weights are rounded back to float32 at the end)."""
     dtype = np.dtype(dtype)
     try:
-        return dtype, exact_scale(lo, hi, smallest, dtype)
+        return dtype, exact_scale(lo, hi, smallest, dtype, what)
     except InputError:
         if dtype != np.float32:
             raise
-    return np.dtype(np.float64), exact_scale(lo, hi, smallest, np.float64)
+    return np.dtype(np.float64), exact_scale(lo, hi, smallest, np.float64, what)
 
 
 def periodic_frame(lo, hi, smallest, dtype, period):
@@ -122,7 +126,7 @@ def periodic_frame(lo, hi, smallest, dtype, period):
     half = smallest / 2 if math.isfinite(smallest) else smallest
     if dtype == np.float32 and np.any(period.astype(np.float32).astype(np.float64) != period):
         dtype = np.dtype(np.float64)
-    return exact_frame(lo, top, half, dtype)
+    return exact_frame(lo, top, half, dtype, "the coordinates and the box lengths")
 
 
 def scale_exactly(K, points, period=None):
