@@ -48,17 +48,14 @@ def check_weights_of(tree, points, box=None, where: str = "points"):
     m = int(tree.n_edges)
     if m == 0 or int(getattr(tree, "min_samples", 1)) != 1:
         return
-    xp = type(points).__module__.startswith("cupy") and __import__("cupy") or np
     idx = np.unique(np.linspace(0, m - 1, min(m, SAMPLED_EDGES)).astype(np.int64))
-    s = to_host(tree.source[idx] if xp is np else tree.source[xp.asarray(idx)])
-    t = to_host(tree.target[idx] if xp is np else tree.target[xp.asarray(idx)])
-    w = np.asarray(to_host(tree.weight[idx] if xp is np else tree.weight[xp.asarray(idx)]),
-                   np.float64)
+    s, t = _take(tree.source, idx), _take(tree.target, idx)
+    w = np.asarray(_take(tree.weight, idx), np.float64)
     n = points.shape[0]
     if s.max() >= n or t.max() >= n:
         raise InputError(f"the tree indexes rows beyond the {n} rows of {where}")
-    a = np.asarray(to_host(points[xp.asarray(s)]), np.float64)
-    b = np.asarray(to_host(points[xp.asarray(t)]), np.float64)
+    a = np.asarray(_take(points, s), np.float64)
+    b = np.asarray(_take(points, t), np.float64)
     diff = np.abs(a - b)
     if box is not None:
         diff = np.minimum(diff, np.asarray(box, np.float64) - diff)
@@ -71,3 +68,12 @@ def check_weights_of(tree, points, box=None, where: str = "points"):
                          f"{float(got[k])!r} apart "
                          f"({int(bad.sum())} of {len(idx)} edges checked differ); pass the "
                          "points the tree was computed from, in the same row order")
+
+
+def _take(a, idx):
+    """``a[idx]`` on the host, ``a`` a numpy or cupy array, ``idx`` numpy."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+
+        return to_host(a[cupy.asarray(idx)])
+    return np.asarray(a)[idx]
