@@ -345,7 +345,9 @@ class Job:
 
     def done(self) -> bool:
         """True once the job ended, whatever the outcome."""
-        return self.status() not in ("queued", "running")
+        if self.info.get("cancelled") or self.future.done():
+            return True
+        return _SCHEDULER_STATES.get(self._scheduler_state()) in ("finished", "error", "lost")
 
     def result(self, timeout=None):
         """The job's result; its error in the user's terms (``JobCancelled``
