@@ -610,3 +610,27 @@ def test_device_catalogue_equals_host():
                             backend="cpu")
         np.testing.assert_array_equal(got.labels, ref.labels)
         np.testing.assert_allclose(min_image(got.position - ref.position, box), 0, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_device_tree_of_other_points_is_refused():
+    """The tree checks on a CUDA tree (cupy arrays) with cupy or numpy
+    points: the right points pass, other points and another box do not
+    (here, not beside the statistics' tests, which need MiSTree)."""
+    import cupy
+
+    rng = np.random.default_rng(8)
+    p, q = rng.random((3000, 3)), rng.random((3000, 3))
+    tree = emst(cupy.asarray(p), backend="cuda", box_size=1.0)
+    assert isinstance(tree.source, cupy.ndarray)
+    for pts in (p, cupy.asarray(p)):
+        st = tree.statistics(pts)
+        assert float(st.to_numpy().branch_shape.max()) <= 1.0
+    for pts in (q, cupy.asarray(q)):
+        with pytest.raises(InputError, match="is not the tree of"):
+            tree.statistics(pts)
+    with pytest.raises(InputError, match="this call asks for box_size"):
+        tree.statistics(p, box_size=2.0)
+    with pytest.raises(InputError, match="is not the tree of"):
+        emst_dask.fof(cupy.asarray(q), 0.05, relative=False, box_size=1.0, min_members=2,
+                      tree=tree)
