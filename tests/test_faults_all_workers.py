@@ -51,11 +51,11 @@ def client():
         yield c
 
 
-def _kill_all_while(client, call, marker, settle=0.0, for_good=False):
+def _kill_while(client, call, marker, kill, settle=0.0, timeout=180):
     """Run ``call()`` in a thread; once a task whose key holds ``marker``
-    runs, SIGKILL every worker process (the nannies restart them), or with
-    ``for_good`` scale the cluster to no workers; the call's
-    {"result": ...} or {"error": ...}."""
+    runs (a fixed delay lets a fast machine finish first), and ``settle``
+    seconds later, ``kill()``; the call's {"result": ...} or {"error": ...}
+    once it ends (within ``timeout`` seconds)."""
     res = {}
 
     def run():
@@ -67,21 +67,27 @@ def _kill_all_while(client, call, marker, settle=0.0, for_good=False):
     th = threading.Thread(target=run)
     th.start()
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if any(marker in str(k) for keys in client.processing().values() for k in keys):
-            break
+    while not any(marker in str(k) for keys in client.processing().values() for k in keys):
+        assert th.is_alive() and time.monotonic() < deadline, f"no {marker!r} task ran: {res}"
         time.sleep(0.05)
-    else:
-        raise AssertionError(f"no {marker!r} task started")
     time.sleep(settle)
-    if for_good:  # LocalCluster's nannies live in this process: no SIGKILL
-        client.cluster.scale(0)
-    else:
-        for pid in client.run(os.getpid).values():
-            os.kill(pid, signal.SIGKILL)
-    th.join(180)
-    assert not th.is_alive(), "the job hangs after every worker died"
+    kill()
+    th.join(timeout)
+    assert not th.is_alive(), "the job hangs after the kill"
     return res
+
+
+def _kill_all_while(client, call, marker, settle=0.0, for_good=False):
+    """``_kill_while`` SIGKILLing every worker process (the nannies restart
+    them), or with ``for_good`` scaling the cluster to no workers."""
+    def kill():
+        if for_good:  # LocalCluster's nannies live in this process: no SIGKILL
+            client.cluster.scale(0)
+        else:
+            for pid in client.run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+
+    return _kill_while(client, call, marker, kill, settle)
 
 
 def test_single_job_runs_again_after_every_worker_died(client, snap, tmp_path, caplog):
@@ -199,33 +205,12 @@ def test_scheduler_killed_mid_job_is_a_clear_error(tmp_path, snap, partitions):
     pc = ProcessCluster(tmp_path / "cluster", n_workers=2).start()
     try:
         with Client(pc.address, set_as_default=False) as c:
-            # slow where the scheduler is killed, and killed only once a task
-            # of the job runs: a fixed delay let a fast machine finish first
-            c.run(_slow_reports, 0.3, 0)
+            c.run(_slow_reports, 0.3, 0)  # slow where the scheduler is killed
             c.run(_slow_phase1, 3.0)
             out = tmp_path / "edges.zarr"
             marker = "-solve-" if partitions else "emst-boruvka"
-            res = {}
-
-            def job():
-                try:
-                    res["result"] = emst_dask.emst(path, client=c, out=out,
-                                                   partitions=partitions)
-                except Exception as exc:  # pragma: no cover - shown by the asserts
-                    res["error"] = exc
-
-            t0 = time.monotonic()
-            th = threading.Thread(target=job)
-            th.start()
-            while not any(marker in str(k) for keys in c.processing().values()
-                          for k in keys):
-                assert th.is_alive() and time.monotonic() - t0 < 120, res
-                time.sleep(0.05)
-            time.sleep(0.5)
-            pc.procs[0][0].kill()
-            th.join(150)
-            # at most the client's reconnection attempt (30 s) and some
-            assert not th.is_alive() and time.monotonic() - t0 < 150
+            res = _kill_scheduler_while(c, pc, lambda: emst_dask.emst(
+                path, client=c, out=out, partitions=partitions), marker)
             assert isinstance(res.get("error"), WorkerLost), res
             msg = str(res["error"])
             assert "lost its connection to the scheduler" in msg and "edges.zarr" in msg, msg
@@ -238,6 +223,15 @@ def test_scheduler_killed_mid_job_is_a_clear_error(tmp_path, snap, partitions):
                 time.sleep(pause)
     finally:
         pc.stop()
+
+
+def _kill_scheduler_while(c, pc, call, marker):
+    """``_kill_while`` SIGKILLing the scheduler of the ProcessCluster ``pc``;
+    the call ends within the client's reconnection attempt (30 s) and some."""
+    t0 = time.monotonic()
+    res = _kill_while(c, call, marker, pc.procs[0][0].kill, settle=0.5, timeout=150)
+    assert time.monotonic() - t0 < 150
+    return res
 
 
 def test_any_error_of_a_disconnected_client_is_the_lost_scheduler():
@@ -298,27 +292,9 @@ def test_scheduler_killed_mid_batch_ends_every_unfinished_job(tmp_path, snap, er
         with Client(pc.address, set_as_default=False) as c:
             c.run(_slow_reports, 0.3, 0)
             outs = [tmp_path / f"e{i}.zarr" for i in range(4)]
-            res = {}
-
-            def batch():
-                try:
-                    res["result"] = emst_dask.emst_many([path] * 4, outs, client=c,
-                                                        errors=errors,
-                                                        names=[f"b{i}" for i in range(4)])
-                except Exception as exc:  # pragma: no cover - shown by the asserts
-                    res["error"] = exc
-
-            t0 = time.monotonic()
-            th = threading.Thread(target=batch)
-            th.start()
-            while not any("emst-boruvka" in str(k) for keys in c.processing().values()
-                          for k in keys):
-                assert th.is_alive() and time.monotonic() - t0 < 120, res
-                time.sleep(0.05)
-            time.sleep(0.5)
-            pc.procs[0][0].kill()
-            th.join(150)
-            assert not th.is_alive() and time.monotonic() - t0 < 150
+            res = _kill_scheduler_while(c, pc, lambda: emst_dask.emst_many(
+                [path] * 4, outs, client=c, errors=errors, names=[f"b{i}" for i in range(4)]),
+                "emst-boruvka")
             if errors == "return":
                 got = res.get("result")
                 assert got is not None and len(got) == 4, res
