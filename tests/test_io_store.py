@@ -378,3 +378,70 @@ def test_cupy_device_layer_glue(tmp_path, pts, monkeypatch):
     path = write_snapshot(tmp_path / "bad.zarr", bad, chunk_rows=128)
     with pytest.raises(InputError, match=r"chunk 2 \(rows 256-383\).*first bad row is 300"):
         io.stage(io.resolve_source(path), "cuda", threads=3)
+
+
+def _edited(path, how):
+    """Edit the edge store at ``path`` as a damaged or hand-edited one would be."""
+    g = zarr.open_group(path, mode="r+")
+
+    def replace(name, data):
+        del g[name]
+        g.create_array(name, data=np.asarray(data))
+
+    s, t, w = g["source"][:], g["target"][:], g["weight"][:]
+    if how == "dtype attribute":
+        g.attrs["dtype"] = "int8"
+    elif how == "integer weights":
+        replace("weight", w.astype(np.int32))
+    elif how == "float ids":
+        replace("source", s.astype(np.float32) + 0.5)
+    elif how == "a cycle":
+        s[-1], t[-1] = s[0], t[0]
+        replace("source", s)
+        replace("target", t)
+    elif how == "a self-loop":
+        t[-1] = s[-1]
+        replace("target", t)
+    elif how == "n attribute":
+        g.attrs["n"] = int(g.attrs["n"]) + 200
+    elif how == "extra edges":
+        for name, a in (("source", s), ("target", t), ("weight", w)):
+            replace(name, np.concatenate([a, a[:3]]))
+    elif how == "an infinite weight":
+        w[5] = np.inf
+        replace("weight", w)
+    elif how == "ids out of range":
+        s[2] = 10_000
+        replace("source", s)
+    elif how == "weight a group":
+        del g["weight"]
+        g.create_group("weight")
+    elif how == "short arrays":
+        replace("weight", w[:-5])
+    elif how == "no core distances":
+        del g["core_distances"]
+    elif how == "short core distances":
+        replace("core_distances", g["core_distances"][:-7])
+    elif how == "NaN core distance":
+        c = g["core_distances"][:]
+        c[3] = np.nan
+        replace("core_distances", c)
+
+
+@pytest.mark.parametrize("how", ["dtype attribute", "integer weights", "float ids", "a cycle",
+                                 "a self-loop", "n attribute", "extra edges",
+                                 "an infinite weight", "ids out of range", "weight a group",
+                                 "short arrays", "no core distances", "short core distances",
+                                 "NaN core distance"])
+def test_an_edited_edge_store_is_refused_naming_it(tmp_path, pts, how):
+    """A store edited or damaged past its checksums (they are recomputed
+    when an array is rewritten) is refused when opened or loaded, naming
+    the store, instead of giving wrong groups, heights or clusters."""
+    k = 5 if "core" in how else 1
+    path = str(tmp_path / "e.zarr")
+    emst_dask.emst(pts, min_samples=k, out=path)
+    assert emst_dask.read_edges(path).n_edges == len(pts) - 1
+    _edited(path, how)
+    with pytest.raises(emst_dask.InputError) as err:
+        emst_dask.read_edges(path)
+    assert "e.zarr" in str(err.value), err.value

@@ -32,6 +32,7 @@ from .codecs import create_array
 from .output import EDGE_FORMAT, Output, resolve_output
 from .paths import is_pathlike, local_path
 from .staging import default_threads
+from .store_checks import check_layout, check_tree
 from ..arrays import to_host as host
 
 #: rows per chunk of the edge arrays (8 MiB of int64)
@@ -331,12 +332,15 @@ class EdgeStore:
     def load(self) -> SpanningTree:
         """The tree in memory (numpy arrays)."""
         dt = np.dtype(self.attrs.get("dtype") or "float64")
-        src = self.read_array("source")
+        src = np.asarray(self.read_array("source"), np.int64)
+        tgt = np.asarray(self.read_array("target"), np.int64)
+        w = np.asarray(self.read_array("weight")).astype(dt, copy=False)
         core = None if self.is_npy else self.read_array("core_distances")
+        n = int(self.attrs["n"]) if self.attrs.get("n") is not None else len(src) + 1
+        check_tree(str(self.path), src, tgt, w, n,
+                   core if int(self.attrs.get("min_samples") or 1) > 1 else None)
         return SpanningTree(
-            np.asarray(src, np.int64), np.asarray(self.read_array("target"), np.int64),
-            np.asarray(self.read_array("weight")).astype(dt, copy=False), core,
-            int(self.attrs.get("n") or len(src) + 1), int(self.attrs.get("d") or 0),
+            src, tgt, w, core, n, int(self.attrs.get("d") or 0),
             int(self.attrs.get("min_samples") or 1), str(self.attrs.get("backend") or "cpu"),
             int(self.attrs.get("iterations") or 0), [], dict(self.attrs.get("timings") or {}),
             box_size=(None if self.attrs.get("box_size") is None
@@ -414,6 +418,7 @@ def open_edges(path, *, storage_options=None) -> EdgeStore:
     missing = [k for k in ("source", "target", "weight") if k not in group]
     if missing:
         raise InputError(f"{shown}: edge store lacks {', '.join(missing)}")
+    check_layout(shown, group, attrs)
     st = EdgeStore(shown, attrs, _store=None if loc is not None else path)
     st._group = group
     return st
