@@ -980,3 +980,42 @@ def test_api_pictures_refuse_a_users_file(tmp_path, pts):
     assert mine.read_bytes() == b"\x89PNG\r\n\x1a\n the user's picture"
     out = tmp_path / "st.png"
     assert st.plot(out) == str(out) and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_url_and_store_object_outputs_in_this_process(pts):
+    """memory:// URLs and zarr store objects as outputs, computed here: the
+    store comes back and reads back exact (the clean-up of temporaries
+    assumed a local path and raised a TypeError after the write)."""
+    ms = zarr.storage.MemoryStore()
+    for out in ("memory://url-out.zarr", ms):
+        emst_dask.emst(pts, out=out, client=False)
+        assert_same_tree(emst_dask.open_edges(out), pts)
+    est = emst_dask.HDBSCAN(min_cluster_size=5, out="memory://url-clusters.zarr").fit(pts)
+    want = emst_dask.HDBSCAN(min_cluster_size=5).fit(pts)
+    np.testing.assert_array_equal(est.labels_, want.labels_)
+
+
+def test_overwrite_of_a_url_replaces_only_a_store_of_its_kind(tmp_path, pts):
+    """zarr's overwrite removes whatever a location holds: a URL or store
+    object holding the user's files, a user's array, or a store of another
+    kind is refused, with overwrite=True, and left as it was."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/user-files/notes.txt", b"the user's notes")
+    zarr.create_array("memory://user-array.zarr", shape=(4,), dtype="f8")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for out in ("memory://user-files", "memory://user-array.zarr",
+                zarr.storage.LocalStore(str(mine))):
+        with pytest.raises(emst_dask.OutputError, match="not an edge store emst-dask wrote"):
+            emst_dask.emst(pts, out=out, overwrite=True, client=False)
+    assert fs.cat("/user-files/notes.txt") == b"the user's notes"
+    assert zarr.open_array("memory://user-array.zarr", mode="r").shape == (4,)
+    assert (mine / "notes.txt").read_text() == "mine"
+    emst_dask.emst(pts, out="memory://edges-then-labels.zarr", client=False)
+    with pytest.raises(emst_dask.OutputError, match="not a cluster store"):
+        emst_dask.HDBSCAN(min_cluster_size=5, out="memory://edges-then-labels.zarr",
+                          overwrite=True).fit(pts)
+    emst_dask.emst(pts, out="memory://edges-then-labels.zarr", overwrite=True, client=False)

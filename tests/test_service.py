@@ -407,3 +407,13 @@ def test_a_progress_callback_that_raises_never_fails_the_job(client, pts, ref, w
     assert calls.count("iteration") == 1 and calls[-1] == "iteration", calls
     warned = [r for r in caplog.records if r.name == "emst_dask.progress"]
     assert len(warned) == 1 and "boom in the user's callback" in caplog.text
+
+
+def test_an_in_memory_output_on_worker_processes_is_refused_before_any_work(client, pts):
+    """A memory:// store (or a zarr MemoryStore) written by a worker in its
+    own process is lost to this client: refused before any work."""
+    for out in ("memory://lost.zarr", zarr.storage.MemoryStore()):
+        with pytest.raises(emst_dask.OutputError, match="in-memory store"):
+            emst_dask.emst(pts, out=out, client=client)
+    with pytest.raises(emst_dask.OutputError, match="in-memory store"):
+        emst_dask.emst(pts, out="memory://lost2.zarr", client=client, partitions=2)

@@ -7,7 +7,8 @@ import os
 from ..errors import InputError
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints
-from .client import client_for, connect, workers_may_see_other_files, workers_of
+from .client import (check_outputs_reachable, client_for, connect,
+                     workers_may_see_other_files, workers_of)
 from .dispatch import one_per_worker
 from ..errors import WorkerLost
 from .faults import input_lost, lost_error, scheduler_lost, unwrap, workers_died
@@ -162,6 +163,8 @@ def _dispatch(cl, preps, results, callback, errors, bar):
 
     relays = []
     settled = set()
+    for prep in preps.values():
+        check_outputs_reachable(cl, prep.spec.output)
 
     def submit(i, w):
         spec = preps[i].spec

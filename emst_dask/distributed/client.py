@@ -218,3 +218,34 @@ def workers_may_see_other_files(client) -> bool:
     except OSError:
         return True
     return host not in mine
+
+
+def in_memory_store(target) -> bool:
+    """A ``memory://`` URL or a zarr ``MemoryStore``: it lives in the
+    process that writes it."""
+    if isinstance(target, str):
+        return target.startswith("memory://")
+    try:
+        from zarr.storage import MemoryStore
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(target, MemoryStore)
+
+
+def check_outputs_reachable(client, *outputs):
+    """Refuse, before any work, an in-memory output (``in_memory_store``)
+    that a worker in another process would write into its own memory,
+    where this client never sees it (``outputs``: ``io.Output`` or None)."""
+    import os
+
+    from ..errors import OutputError
+
+    mem = [o for o in outputs if o is not None and in_memory_store(o.target)]
+    if not mem or client in (None, False):
+        return
+    pids = set(client.run(os.getpid).values())
+    if pids and pids != {os.getpid()}:
+        raise OutputError(f"{mem[0]}: an in-memory store would be written by the worker that "
+                          "runs the job, in its own process, where this client never sees "
+                          "it; give a path or URL that the workers and this client share "
+                          "(or run with client=False)")

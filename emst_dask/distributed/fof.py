@@ -215,7 +215,7 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
     -------
     FoFStore with ``out``, else FoFCatalogue (host arrays).
     """
-    from .client import client_for, workers_may_see_other_files
+    from .client import check_outputs_reachable, client_for, workers_may_see_other_files
     from .service import cleanup, progress_callback
 
     if client is None and is_in_memory(source):
@@ -231,6 +231,7 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
         prep, job, scattered = prepare_fof(*args, remote_ok=workers_may_see_other_files(cl),
                                            **options)
         spec = prep.spec
+        check_outputs_reachable(cl, spec.output, spec.clusters_output)
         callback, bar = progress_callback(progress, spec.name)
         ended = None
         try:

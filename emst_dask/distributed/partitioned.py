@@ -343,7 +343,7 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
     one-worker path of ``emst_dask.distributed.service``.
     """
     from . import service
-    from .client import client_for
+    from .client import check_outputs_reachable, client_for
 
     partitions = check_partitions(partitions)
     check_backend(backend)
@@ -368,6 +368,7 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
         if backend == "cpu" or not cuda_available():
             n_workers = max(1, min(partitions, os.cpu_count() or 1))
     with client_for(client, backend=backend, n_workers=n_workers) as cl:
+        check_outputs_reachable(cl, output)
         if partitions == "auto" and choose_partitions("auto", src.n, src.d, src.compute_dtype,
                                                       cl, backend) == 1:
             return service.emst(source, client=cl, out=out, min_samples=min_samples,

@@ -34,7 +34,8 @@ from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
-from .client import client_for, connect, workers_may_see_other_files
+from .client import (check_outputs_reachable, client_for, connect,
+                     workers_may_see_other_files)
 from .dispatch import run_watched
 from .faults import Refused, in_user_terms, input_lost, leave_temporaries, unwrap
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
@@ -258,6 +259,7 @@ def emst(source, *, client=None, out=None, min_samples=1, box_size=None, backend
         prepare(source, **options)
     with client_for(client, inline_ok=True, backend=backend) as cl:
         prep = prepare(source, remote_ok=workers_may_see_other_files(cl), **options)
+        check_outputs_reachable(cl, prep.spec.output, prep.spec.clusters_output)
         callback, bar = progress_callback(progress, prep.spec.name)
         if cl is None:
             blocks = []
@@ -428,6 +430,7 @@ def submit(source, *, out=None, client=None, name=None, min_samples=1, box_size=
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
                    chunk_rows=chunk_rows, threads=threads, box_size=box_size,
                    remote_ok=workers_may_see_other_files(cl))
+    check_outputs_reachable(cl, prep.spec.output)
     spec = prep.spec
     info = {"topic": spec.topic, "out": None if spec.output is None else str(spec.output),
             "output": spec.output, "input": spec.input, "submitted": spec.submitted,

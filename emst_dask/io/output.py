@@ -214,19 +214,41 @@ class Output:
         return None
 
     def _check_remote(self):
-        """A URL or store object: an existing node may be replaced only if it
-        is an edge store (its attributes say so)."""
+        """A URL or store object: anything there may be replaced only with
+        ``overwrite`` and only if it is a store of the kind written (an edge
+        store, or a cluster store) that this package wrote: zarr's
+        overwrite removes whatever the location holds."""
         import zarr
 
+        if not self._remote_holds_something():
+            return
+        if not self.overwrite:
+            raise OutputError(f"{self}: already exists; pass overwrite=True to replace it")
+        want, what = ((CLUSTER_FORMAT, "a cluster store") if self.contents == "clusters"
+                      else (EDGE_FORMAT, "an edge store"))
         try:
             node = zarr.open_group(self.target, mode="r",
                                    storage_options=self.storage_options)
+            fmt = dict(node.attrs).get("format")
         except Exception:
-            return  # nothing there (or not a group: zarr refuses to create over it)
-        if not self.overwrite:
-            raise OutputError(f"{self}: already exists; pass overwrite=True to replace it")
-        if dict(node.attrs).get("format") != EDGE_FORMAT:
-            raise OutputError(f"{self}: is not an edge store; not replacing it")
+            fmt = None
+        if fmt != want:
+            raise OutputError(f"{self}: holds something that is not {what} emst-dask wrote; "
+                              "not replacing it (zarr's overwrite would remove all it holds)")
+
+    def _remote_holds_something(self) -> bool:
+        """Anything at the URL or in the store object (True when unknown)."""
+        from zarr.core.sync import sync
+
+        try:
+            if isinstance(self.target, str):
+                import fsspec
+
+                fs, path = fsspec.core.url_to_fs(self.target, **(self.storage_options or {}))
+                return bool(fs.exists(path))
+            return not sync(self.target.is_empty(""))
+        except Exception:
+            return True
 
     # -- temporaries -----------------------------------------------------------
     def temporary(self, tag: str | None = None) -> str:
@@ -259,6 +281,8 @@ class Output:
         A replaced output set aside by ``place`` (tag ``old-...``) goes back
         into place when nothing took its place: the process died between
         the two renames, and the user's former output must not be lost."""
+        if self.local is None:  # written in place: no temporaries
+            return 0
         count = 0
         prefix = len(self._temporary_prefix())
         for path in self.temporaries():
