@@ -634,3 +634,24 @@ def test_device_tree_of_other_points_is_refused():
     with pytest.raises(InputError, match="is not the tree of"):
         emst_dask.fof(cupy.asarray(q), 0.05, relative=False, box_size=1.0, min_members=2,
                       tree=tree)
+
+
+def test_open_fof_reads_a_store_object_and_refuses_cut_labels(tmp_path):
+    """A catalogue written to a zarr store object opens from it; the labels
+    `emst-dask cut` writes (kind "fof", no catalogue) are refused clearly
+    instead of failing on a missing attribute."""
+    pts = np.random.default_rng(9).random((300, 3))
+    ms = zarr.storage.MemoryStore()
+    emst_dask.fof(pts, 0.3, out=ms, client=False)
+    got = open_fof(ms).load()
+    np.testing.assert_array_equal(np.asarray(got.labels),
+                                  np.asarray(emst_dask.fof(pts, 0.3, client=False).labels))
+    np.save(tmp_path / "p.npy", pts)
+    emst_dask.emst(pts, out=tmp_path / "e.zarr")
+    from emst_dask.cli import main
+
+    res = CliRunner().invoke(main, ["cut", str(tmp_path / "e.zarr"), "-b", "0.05",
+                                    "--out", str(tmp_path / "cut.zarr")])
+    assert res.exit_code == 0, res.output
+    with pytest.raises(InputError, match="labels without a catalogue"):
+        open_fof(tmp_path / "cut.zarr")

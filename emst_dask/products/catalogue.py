@@ -227,12 +227,12 @@ class FoFStore:
 
     Attributes
     ----------
-    path : str
+    path : str, or the zarr store object it was written to
     attrs : dict
         The store's attributes (``n``, ``linking_length``, ``n_groups``, ...).
     """
 
-    path: str
+    path: Any
     attrs: dict
 
     @property
@@ -317,4 +317,8 @@ def open_fof(path) -> FoFStore:
     if attrs.get("complete") is not True:
         raise InputError(f"{shown}: incomplete catalogue: the job that wrote it failed or "
                          "is still running")
-    return FoFStore(str(loc or path), attrs)
+    if "linking_length" not in attrs:  # the labels of `emst-dask cut`
+        raise InputError(f"{shown}: friends-of-friends labels without a catalogue (as "
+                         "emst-dask cut writes them); read its labels array with zarr, or "
+                         "write a catalogue with emst_dask.fof / emst-dask fof")
+    return FoFStore(loc if loc is not None else path, attrs)
