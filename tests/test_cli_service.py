@@ -150,3 +150,7 @@ def test_demo_on_the_embedded_cluster(runner, tmp_path):
     for name in ("halos.zarr", "edges.zarr", "mst.png"):
         assert str(d / name) in res.output and os.path.exists(d / name)
     assert_same_tree(open_edges(d / "edges.zarr"), datasets.halos(20_000, dim=3, seed=0))
+    # run again in the same directory: it replaces its own snapshot, store and picture
+    res = runner.invoke(main, ["demo", "--dir", str(d), "--n", "20000", "--backend", "cpu",
+                               "--no-progress"])
+    assert res.exit_code == 0, res.output

@@ -159,7 +159,7 @@ def demo(workdir, n, workers, backend, progress):
         seconds = time.perf_counter() - t0
     click.echo(f"edges: {os.fspath(store)} ({store.n_edges} edges, total weight "
                f"{store.total_weight:.6g}, {seconds:.1f} s end to end)")
-    summary = plot_tree(edges, snap, png)
+    summary = plot_tree(edges, snap, png, overwrite=True)  # its own, from a run before
     click.echo(f"picture: {png} ({summary})")
     click.echo(f"look: emst-dask info {store.path}")
     click.echo(f"everything is in {workdir}")
