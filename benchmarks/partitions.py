@@ -34,13 +34,13 @@ import tempfile
 import time
 
 import numpy as np
-from numba import njit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import emst_dask  # noqa: E402
 from emst_dask import datasets  # noqa: E402
 from emst_dask import EmbeddedCluster  # noqa: E402
+from emst_dask.io.store_checks import first_cycle_edge  # noqa: E402
 
 
 def edge_hash(u, v, step=1 << 26) -> int:
@@ -67,24 +67,15 @@ def sampled_weight_error(tree, pts, m=100_000, seed=1) -> float:
     return float(np.max(np.abs(tree.weight[i] - true) / np.maximum(true, 1e-300)))
 
 
-@njit(cache=True)
-def _spans(n, u, v):
-    """Whether n - 1 edges (u, v) join n vertices into one tree (union-find)."""
-    parent = np.arange(n)
-    for e in range(u.shape[0]):
-        a, b = u[e], v[e]
-        if a < 0 or b < 0 or a >= n or b >= n:
-            return False
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
-        if a == b:
-            return False  # a cycle
-        parent[max(a, b)] = min(a, b)
-    return u.shape[0] == n - 1
+def _spans(n, u, v) -> bool:
+    """Whether the edges (u, v) join n vertices into one tree: n - 1 of them,
+    ids in [0, n), no cycle."""
+    u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+    if u.shape[0] != n - 1:
+        return False
+    if u.shape[0] and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= n):
+        return False
+    return first_cycle_edge(u, v, n) < 0
 
 
 def check_tree(tree, pts, min_samples, ref, n) -> dict:

@@ -144,21 +144,21 @@ class SpanningTree:
         from .products.statistics import check_box_size, check_points, mst_statistics
         from .products.tree_checks import check_same_box, check_weights_of
 
-        d = getattr(points, "shape", np.shape(points) if points is not None else ())
-        if len(d) == 2 and d[1] != self.n_dims:
+        shape = getattr(points, "shape", np.shape(points) if points is not None else ())
+        cols = shape[1] if len(shape) == 2 else None
+        if self.n_dims and cols is not None and cols != self.n_dims:  # 0: not recorded
             raise InputError(f"the tree was computed in {self.n_dims} dimensions but points "
-                             f"has {d[1]} columns")
+                             f"has {cols} columns")
+        own = getattr(self, "box_size", None)
         if box_size is None:
-            box_size = getattr(self, "box_size", None)
-        else:  # an open tree may be measured in a box; a periodic one only in its own
-            check_same_box(self, check_box_size(box_size, self.n_dims), self.n_dims,
-                           open_tree_ok=True)
+            box_size = own
+        box = check_box_size(box_size, self.n_dims or cols)
+        # an open tree may be measured in a box; a periodic one only in its own
+        check_same_box(self, box, None if box is None else box.size, open_tree_ok=True)
         if points is not None:
             xp = np if isinstance(self.source, np.ndarray) else _cupy()
-            box = check_box_size(box_size, self.n_dims)
             points = check_points(xp, points, self.n_points, box)
-            periodic = getattr(self, "box_size", None) is not None
-            check_weights_of(self, points, box if periodic else None)
+            check_weights_of(self, points, box if own is not None else None)
         return mst_statistics(self.source, self.target, self.weight, self.n_points,
                               points=points, box_size=box_size)
 

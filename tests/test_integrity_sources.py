@@ -721,3 +721,21 @@ def test_cli_stats_refuses_another_box_than_the_trees(tmp_path):
     res = CliRunner().invoke(main, ["stats", str(tmp_path / "e.zarr"), "--points",
                                     str(tmp_path / "p.npy")])
     assert res.exit_code == 0, res.output
+
+
+def test_a_tree_read_from_an_npy_edge_array_is_checked_by_its_weights(tmp_path):
+    """An .npy edge array records no dimension (the loaded tree's n_dims is
+    0): its tree is used with its own points, checked by its weights, and
+    refused with other points."""
+    rng = np.random.default_rng(37)
+    p, q = rng.random((300, 3)), rng.random((300, 3))
+    path = os.fspath(tmp_path / "e.npy")
+    emst_dask.emst(p, out=path)
+    tree = emst_dask.read_edges(path)
+    assert tree.n_dims == 0
+    assert np.array_equal(tree.statistics(p).degree, emst_dask.emst(p).statistics(p).degree)
+    got = emst_dask.fof(p, 0.1, relative=False, min_members=2, tree=path)
+    want = emst_dask.fof(p, 0.1, relative=False, min_members=2)
+    assert np.array_equal(np.asarray(got.labels), np.asarray(want.labels))
+    with pytest.raises(InputError, match="is not the tree of"):
+        tree.statistics(q)

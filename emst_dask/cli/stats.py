@@ -93,10 +93,11 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
     if box is None:
         box = getattr(tree, "box_size", None)
     # before reading the points; an open tree may be measured in a box
-    check_same_box(tree, check_box_size(box, src.d), src.d, open_tree_ok=True)
+    checked = check_box_size(box, src.d)
+    check_same_box(tree, checked, src.d, open_tree_ok=True)
     pts = src.read_all()
     periodic = getattr(tree, "box_size", None) is not None
-    check_weights_of(tree, pts, check_box_size(box, src.d) if periodic else None, src.where)
+    check_weights_of(tree, pts, checked if periodic else None, src.where)
     t0 = time.perf_counter()
     st = mst_statistics(tree.source, tree.target, tree.weight, tree.n_points, points=pts,
                         box_size=box)

@@ -86,14 +86,14 @@ def check_tree(where: str, source, target, weight, n: int, core=None):
                          "finite and >= 0")
     if core is not None and (not np.isfinite(core).all() or (core < 0).any()):
         raise InputError(f"{where}: its core distances are not all finite and >= 0")
-    k = _first_cycle_edge(source, target, n)
+    k = first_cycle_edge(source, target, n)
     if k >= 0:
         raise InputError(f"{where}: edge {k} ({int(source[k])}, {int(target[k])}) closes a "
                          "cycle: not a spanning tree")
 
 
 @njit(cache=True)
-def _first_cycle_edge(source, target, n):
+def first_cycle_edge(source, target, n):
     """The first edge joining two points already joined (-1: none)."""
     parent = np.arange(n)
     for k in range(source.shape[0]):

@@ -225,9 +225,7 @@ def check_tree(tree, n: int, d: int, box):
     if int(tree.n_points) != n:
         raise InputError(f"the tree has {tree.n_points} points, the source {n}")
     td = getattr(tree, "n_dims", None)
-    if td is None and hasattr(tree, "attrs"):  # an edge store
-        td = tree.attrs.get("d")
-    if td is not None and int(td) != d:
+    if td and int(td) != d:  # 0: not recorded (an .npy edge array)
         raise InputError(f"the tree was computed in {td} dimensions, the source has {d}")
     if int(getattr(tree, "min_samples", 1)) != 1:
         raise InputError(f"the tree is a mutual-reachability tree (min_samples="
