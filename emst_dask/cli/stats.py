@@ -75,11 +75,10 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
     """MiSTree's MST statistics of the tree EDGES (degree, edge length, branch
     length and shape), given the points it was computed from (--points)."""
     from ..io import open_edges, resolve_source
+    from ..io.picture import resolve_picture
     from ..products.plotting import check_points_of
     from ..products.statistics import check_box_size, mst_statistics
     from ..products.tree_checks import check_same_box, check_weights_of
-
-    from ..io.picture import resolve_picture
 
     box = parse_box_size(box_size)
     output = _stats_output(out, overwrite) if out else None

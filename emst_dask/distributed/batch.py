@@ -4,13 +4,12 @@ from __future__ import annotations
 import logging
 import os
 
-from ..errors import InputError
+from ..errors import InputError, WorkerLost
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints
 from .client import (check_outputs_reachable, client_for, connect,
                      workers_may_see_other_files, workers_of)
 from .dispatch import one_per_worker
-from ..errors import WorkerLost
 from .faults import input_lost, lost_error, scheduler_lost, unwrap, workers_died
 from .job import run_inline
 from .service import RESUBMIT_LOST_INPUT, cleanup, prepare, submit_chain
