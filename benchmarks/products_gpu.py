@@ -11,6 +11,12 @@ Points on the device (halos, 3-D float32, seed 0); each figure the median of
 * ``linkage``: ``tree.linkage()`` of the Euclidean tree, on the device (the
   strict sort and the parallel dendrogram), with the device memory it
   takes beyond the tree; ``--check`` compares it with the host's union-find;
+* ``emst_recorded``, ``linkage_recorded``: the Euclidean tree recording
+  Borůvka's picks (``hierarchy=True``) and ``tree.linkage()`` from them (no
+  sort, no rounds), with its cost beyond the plain tree
+  (``emst_recorded - emst + linkage_recorded``); ``--check`` compares the
+  matrix with the host's union-find in the tree's own edge order and the
+  heights with the sorted matrix's;
 * ``fof_1``, ``fof_8``: ``tree.fof(b)`` at b = 0.2 mean spacings, and at 8
   lengths at once (0.5 b to 2.25 b), on the device; ``fof_1_longest`` one
   cut at the longest of the eight (the same edges joined);
@@ -41,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     import cupy
+    import numpy
 
     from emst_dask import HDBSCAN, datasets, emst
 
@@ -116,6 +123,24 @@ def main():
         res["linkage_host"] = time.perf_counter() - t0
         res["linkage_equals_host"] = bool((tree.linkage().get() == host).all())
         del host
+    res["emst_recorded"], rec = timed(lambda: emst(X, backend="cuda", hierarchy=True))
+    res["emst_recorded_phases"] = {k: round(v, 4) for k, v in rec.timings.items()}
+    res["linkage_recorded"], Z = timed(lambda: rec.linkage())
+    del Z
+    res["linkage_recorded_bytes_per_point_beyond_tree"] = device_bytes(rec.linkage) / a.n
+    res["linkage_recorded_beyond_plain_tree"] = (res["emst_recorded"] - res["emst"]
+                                                 + res["linkage_recorded"])
+    if a.check:
+        from emst_dask.products._uf import linkage_merges
+
+        s, t, w = rec.source.get(), rec.target.get(), rec.weight.get()
+        host, _ = linkage_merges(s, t, w, numpy.arange(a.n - 1), a.n)
+        got = rec.linkage().get()
+        res["linkage_recorded_equals_host_in_tree_order"] = bool((got == host).all())
+        res["linkage_recorded_heights_equal_sorted"] = bool(
+            (got[:, 2] == tree.linkage()[:, 2].get()).all())
+        del host, got, s, t, w
+    rec = None
     b = 0.2 * spacing
     res["fof_1"], one = timed(lambda: tree.fof(b))
     eight = [b * (0.5 + 0.25 * i) for i in range(8)]
@@ -125,6 +150,9 @@ def main():
     res["fof_8_bytes_per_point"] = device_bytes(lambda: tree.fof(eight)) / a.n
     res["fof_1_groups"] = int(one.max()) + 1
     res["ratios"] = {"linkage/emst": res["linkage"] / res["emst"],
+                     "linkage_recorded/emst": res["linkage_recorded"] / res["emst"],
+                     "linkage_recorded_beyond_plain_tree/emst":
+                         res["linkage_recorded_beyond_plain_tree"] / res["emst"],
                      "fof_1/emst": res["fof_1"] / res["emst"],
                      "fof_8/fof_1": res["fof_8"] / res["fof_1"],
                      "fof_8/fof_1_longest": res["fof_8"] / res["fof_1_longest"]}
@@ -186,6 +214,7 @@ def main():
         json.dump(res, fh, indent=1)
     print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
     for k in ("emst", "emst_mrd", "linkage", "linkage_sort", "linkage_dendrogram",
+              "emst_recorded", "linkage_recorded", "linkage_recorded_beyond_plain_tree",
               "linkage_host", "fof_1", "fof_1_longest", "fof_8", "hdbscan_extract", "hdbscan_extract_host",
               "emst_mrd_recorded", "hdbscan_extract_recorded",
               "hdbscan", "hdbscan_beyond_tree"):
@@ -196,6 +225,12 @@ def main():
     print(f"  linkage: {res['linkage_bytes_per_point_beyond_tree']:.1f} B/point beyond the "
           f"tree ({res['linkage_output_bytes_per_point']:.1f} of them the matrix); "
           f"equals host: {res.get('linkage_equals_host')}")
+    print(f"  linkage from the recorded picks: "
+          f"{res['linkage_recorded_bytes_per_point_beyond_tree']:.1f} B/point beyond the tree; "
+          f"equals the host in the tree's order: "
+          f"{res.get('linkage_recorded_equals_host_in_tree_order')}, heights equal the "
+          f"sorted matrix's: {res.get('linkage_recorded_heights_equal_sorted')}; "
+          f"recorded tree phases {res['emst_recorded_phases']}")
     print(f"  fof_8: {res['fof_8_bytes_per_point']:.1f} B/point on the device "
           f"(64 of them the (8, n) labels)")
     print(f"  dendrogram phases: {res['dendrogram_phases']}")

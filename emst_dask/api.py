@@ -50,8 +50,9 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
     hierarchy : bool
         In-process CUDA trees only (ignored elsewhere): also record the
         Borůvka iterations' picks (``SpanningTree.hierarchy``, 9 bytes a
-        point while the tree is built), from which HDBSCAN* builds its
-        dendrogram without Borůvka rounds of its own; the edges then come in
+        point while the tree is built), from which ``linkage()`` and
+        HDBSCAN* build the dendrogram without Borůvka rounds of their own;
+        the edges then come in
         the engine's strict order (squared length, min row, max row).
     progress : callable(phase, **info), or True for a progress bar, optional
         Called after the core distances and after every Borůvka iteration.

@@ -101,11 +101,16 @@ class SpanningTree:
             Clusters numbered n + i in merge order, merges in the strict edge
             order (weight, min row, max row), each row (smaller id, larger
             id, height, size).  On a mutual-reachability tree this is
-            HDBSCAN*'s hierarchy.
+            HDBSCAN*'s hierarchy.  A tree computed with ``hierarchy=True``
+            builds it from Borůvka's recorded picks, faster, with merges in
+            the tree's own edge order (squared length, min row, max row):
+            the same hierarchy, equal heights whose squared lengths differ
+            in that order.
         """
         from .products.linkage import single_linkage
 
-        return single_linkage(self.source, self.target, self.weight, self.n_points)
+        return single_linkage(self.source, self.target, self.weight, self.n_points,
+                              hierarchy=self.hierarchy)
 
     def fof(self, linking_length):
         """Friends-of-friends groups: the single-linkage cut at a length.

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import emst_dask.engine.core as api
-from emst_dask import emst
+from emst_dask import InputError, emst
 from emst_dask.kernels import get_kernels
 from cuda_emu import emulated_kernels
 from oracle import check_spanning_tree, edge_set, host
@@ -106,6 +106,41 @@ def test_emulated_hierarchy_equals_the_rounds(emulated_cuda, name, pts, min_samp
         np.testing.assert_array_equal(a.probabilities, b.probabilities)
         np.testing.assert_array_equal(a.outlier_scores, b.outlier_scores)
     assert spanning_tree(pts, min_samples, "cuda").hierarchy is None
+    # the single-linkage matrix from the picks: Kruskal's in the tree's order
+    from emst_dask.products._uf import linkage_merges
+    from emst_dask.products.linkage import device_linkage
+
+    got = device_linkage(np, tree.source, tree.target, tree.weight, n, hierarchy=h)
+    Z, _ = linkage_merges(tree.source, tree.target, tree.weight, np.arange(n - 1), n)
+    np.testing.assert_array_equal(got, Z)
+
+
+def test_emulated_linkage_from_picks_when_square_roots_tie(emulated_cuda):
+    # rows 0-1 lie 1 + 2**-23 apart squared and rows 2-3 exactly 1: their
+    # float32 weights are both 1.0; the engine orders 2-3 first and so does
+    # the matrix from its picks, where the sorted weights put 0-1 first; both
+    # are the one hierarchy (scipy's flat clusters at every height)
+    from emst_dask.engine.core import spanning_tree
+    from emst_dask.products.linkage import device_linkage, single_linkage
+
+    fcluster = pytest.importorskip("scipy.cluster.hierarchy").fcluster
+    dy = np.float32(2.0**-11.5)
+    pts = np.array([[10, 0], [11, dy], [0, 0], [1, 0], [5, 7]], np.float32)
+    tree = spanning_tree(pts, 1, "cuda", hierarchy=True)
+    check_spanning_tree(tree, pts, 1)
+    s, t, w = tree.source, tree.target, tree.weight
+    Z = single_linkage(s, t, w, 5)
+    got = device_linkage(np, s, t, w, 5, hierarchy=tree.hierarchy)
+    assert Z[0, :2].tolist() == [0, 1] and got[0, :2].tolist() == [2, 3]
+    np.testing.assert_array_equal(got[:, 2], Z[:, 2])
+    for h in (0.5, 1.0, 5.0, 100.0):
+        np.testing.assert_array_equal(fcluster(got, h, "distance"), fcluster(Z, h, "distance"))
+    # picks of another tree are refused; edges not listed by weight are sorted
+    with pytest.raises(InputError, match="not this tree's"):
+        device_linkage(np, s[:3], t[:3], w[:3], 4, hierarchy=tree.hierarchy)
+    back = np.arange(4)[::-1]
+    np.testing.assert_array_equal(
+        device_linkage(np, s[back], t[back], w[back], 5, hierarchy=tree.hierarchy), Z)
 
 
 @pytest.mark.parametrize("case", ["n2", "n3", "n3dup", "periodic", "periodic_mrd", "far"])

@@ -259,20 +259,54 @@ def test_cupy_input_is_computed_on_the_device(seed):
     np.testing.assert_array_equal(gpu_tree.linkage().get(), Z)
 
 
+def kruskal_in_listed_order(tree):
+    """The host union-find merging the tree's edges in the order listed."""
+    from emst_dask.arrays import to_host
+    from emst_dask.products._uf import linkage_merges
+
+    s, t, w = to_host(tree.source), to_host(tree.target), to_host(tree.weight)
+    Z, merges = linkage_merges(s, t, w, np.arange(len(s)), tree.n_points)
+    assert merges == tree.n_points - 1
+    return Z
+
+
+def same_hierarchy(Z, Z_ref):
+    """Equal heights and equal flat clusters at every height (scipy)."""
+    np.testing.assert_array_equal(Z[:, 2], Z_ref[:, 2])
+    for h in cuts_between(Z_ref[:, 2]):
+        a = hierarchy.fcluster(Z, h, "distance")
+        b = hierarchy.fcluster(Z_ref, h, "distance")
+        np.testing.assert_array_equal(canonical(a), canonical(b))
+
+
 @pytest.mark.gpu
-def test_cupy_trees_that_do_not_span_are_refused():
-    # the device rounds' own checks: a cycle (two components) and a point
-    # with no edge, on n - 1 edges; random trees of every shape still pass
+@pytest.mark.parametrize("cloud", ["lattice", "halos32", "sqrt_ties", "mrd"])
+def test_cupy_linkage_from_recorded_picks(cloud):
+    # a tree that recorded Borůvka's picks gives Kruskal's matrix in its own
+    # edge order (the engine's), the hierarchy of the sorted weights' matrix
     cupy = pytest.importorskip("cupy")
-    cases = [([0, 1, 2, 3], [1, 2, 0, 4], 5), ([0, 1, 1], [1, 0, 2], 4)]
-    for s, t, n in cases:
-        with pytest.raises(InputError, match="do not connect"):
-            single_linkage(cupy.asarray(s), cupy.asarray(t), cupy.arange(len(s), dtype=float), n)
-    rng = np.random.default_rng(5)
-    for n in (2, 3, 50, 20_000):
-        child = np.arange(1, n)
-        parent = rng.integers(0, child)
-        w = rng.integers(0, 5, n - 1).astype(np.float32)
-        Z = single_linkage(parent, child, w, n)
-        Zd = single_linkage(cupy.asarray(parent), cupy.asarray(child), cupy.asarray(w), n)
-        np.testing.assert_array_equal(Zd.get(), Z)
+    k = 1
+    if cloud == "lattice":
+        pts = lattice_with_duplicates(seed=4)
+    elif cloud == "halos32":
+        pts = datasets.halos(5_000, 3, 1).astype(np.float32)
+    elif cloud == "mrd":
+        pts, k = datasets.halos(20_000, 3, 2), 5
+    else:  # rows 2-3 come first in the engine's order, 0-1 in the weights'
+        dy = np.float32(2.0**-11.5)
+        pts = np.array([[10, 0], [11, dy], [0, 0], [1, 0], [5, 7]], np.float32)
+    tree = emst(cupy.asarray(pts), min_samples=k, backend="cuda", hierarchy=True)
+    assert tree.hierarchy is not None
+    got = tree.linkage()
+    assert isinstance(got, cupy.ndarray)
+    got = got.get()
+    assert hierarchy.is_valid_linkage(got)
+    np.testing.assert_array_equal(got, kruskal_in_listed_order(tree))
+    sorted_matrix = single_linkage(tree.source.get(), tree.target.get(), tree.weight.get(),
+                                   len(pts))
+    same_hierarchy(got, sorted_matrix)
+    if k == 1:
+        np.testing.assert_allclose(got[:, 2], hierarchy.linkage(pts, "single")[:, 2],
+                                   rtol=1e-6 if pts.dtype == np.float32 else 1e-12)
+    if cloud == "sqrt_ties":
+        assert got[0, :2].tolist() == [2, 3] and sorted_matrix[0, :2].tolist() == [0, 1]

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import scatter_max, scatter_min
+from .order import strict_edge_order
 from .scaling import bounds, ldexp, scale_exactly
 
 #: the largest supported dimension (64-bit Morton codes: at least 7 bits/axis)
@@ -68,7 +69,8 @@ class BoruvkaResult:
     Attributes
     ----------
     source, target : (n-1,) int64
-        Input rows of each edge's ends.
+        Input rows of each edge's ends (with ``hierarchy``: the edges in the
+        strict order, ``order.strict_edge_order``).
     weight2 : (n-1,) float
         Squared weights in the *scaled* frame.
     core2 : (n,) float or None
@@ -82,7 +84,8 @@ class BoruvkaResult:
         Seconds per phase.
     hierarchy : dict or None
         The recorded picks (``hierarchy=True`` on a kernel set that records
-        them: ``finalize_hierarchy``), in the order of ``source``.
+        them: ``finalize_hierarchy``), edges named by their position in
+        ``source``.
     """
 
     source: Any
@@ -331,7 +334,14 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
             progress("iteration", iteration=iterations, components=n - n_edges)
 
     src, dst, w2 = K.finalize_edges(bvh, state)
-    picks = K.finalize_hierarchy(bvh, state) if record else None
+    picks = None
+    if record:  # the picks name edges by rank: the edges come sorted
+        timers.start()
+        order = strict_edge_order(xp, src, dst, w2)
+        src, dst, w2 = src[order], dst[order], w2[order]
+        picks = K.finalize_hierarchy(bvh, state, order)
+        del order
+        timers.stop("record_hierarchy")
     if mrd:
         core_out = xp.empty_like(core2)
         core_out[bvh.orig] = core2

@@ -10,7 +10,6 @@ import numpy as np
 
 from ..errors import InputError
 from ..kernels import get_kernels, resolve_backend
-from .order import strict_edge_order
 from ..tree import SpanningTree
 from .boruvka import boruvka
 from .scaling import unscale_weights
@@ -55,11 +54,7 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
         points = points.get()
     res = boruvka(K, points, min_samples, box_size=box_size, progress=progress,
                   hierarchy=hierarchy)
-    src, dst, record = res.source, res.target, None
-    if res.hierarchy is not None:
-        order = strict_edge_order(K.xp, src, dst, res.weight2)
-        src, dst, res.weight2 = src[order], dst[order], res.weight2[order]
-        record = _in_rank_order(K.xp, res.hierarchy, order)
+    src, dst, record = res.source, res.target, res.hierarchy
     weight = unscale_weights(K, res.weight2, res.exponent, points.dtype)
     if res.exponent < 0 or res.weight2.dtype != points.dtype:  # could overflow
         check_representable(K, weight, src, dst)
@@ -103,16 +98,3 @@ def check_representable(K, weight, src, dst):
         f"rows {a} and {b} are an edge of the tree and lie farther "
         f"apart than the largest {dtype} ({float(np.finfo(dtype).max):.4g}): no {dtype} "
         f"weight holds their distance ({bad.shape[0]} such edge(s)); {hint}")
-
-
-def _in_rank_order(xp, picks, order):
-    """The engine's recorded picks (``BoruvkaResult.hierarchy``) with edges
-    renamed by their rank in ``order``: the layout of
-    ``SpanningTree.hierarchy``."""
-    m = order.shape[0]
-    rank = xp.empty(m, np.int32)
-    rank[order] = xp.arange(m, dtype=np.int32)
-    alpha = picks["alpha"][order]
-    return {"alpha": xp.where(alpha < 0, np.int32(-1), rank[xp.maximum(alpha, 0)]),
-            "side": picks["side"][order], "round": picks["round"][order],
-            "point_alpha": rank[picks["point_alpha"]], "point_side": picks["point_side"]}

@@ -5,7 +5,10 @@ Merging the points along the tree's edges in the strict edge order
 gives the single-linkage dendrogram of the points as a scipy linkage
 matrix.  On the host: a sort, then one union-find pass (path halving, union
 by size).  On the device (CuPy edges): the same dendrogram from Borůvka
-rounds on the tree (``dendrogram.py``), whole-array, with no copy to the host.
+rounds on the tree (``dendrogram.py``), whole-array, with no copy to the host;
+a tree whose Borůvka recorded its picks (``SpanningTree.hierarchy``) needs
+neither the sort nor the rounds: its edges come in the engine's order, which
+is the strict order of the squared lengths, and its merges in that order.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from .dendrogram import dendrogram
 from .order import check_count, check_edges, sorted_edges
 
 
-def single_linkage(source, target, weight, n):
+def single_linkage(source, target, weight, n, hierarchy=None):
     """The single-linkage hierarchy of a spanning tree (scipy's format).
 
     Parameters
@@ -29,6 +32,15 @@ def single_linkage(source, target, weight, n):
         algorithm).
     weight : (m,) float32 or float64 array, the edge lengths, >= 0.
     n : int, the number of points.
+    hierarchy : dict of arrays, optional
+        ``SpanningTree.hierarchy`` of a CUDA tree computed with
+        ``hierarchy=True``, given with its own edges: the merges come in
+        the order the edges are listed, the engine's strict order of the
+        squared lengths (squared length, min row, max row), without a sort
+        and without Borůvka rounds.  That differs from the order above
+        only where two float squared lengths have one square root: such
+        equal heights merge in the squared lengths' order.  The hierarchy
+        (the clusters at every height) is the same.
 
     Returns
     -------
@@ -59,7 +71,7 @@ def single_linkage(source, target, weight, n):
         raise InputError(f"a spanning tree of {n} points needs at least {n - 1} edges; "
                          f"got {s.shape[0]}")
     if xp is not np and s.shape[0] == n - 1:
-        return device_linkage(xp, s, t, w, n)
+        return device_linkage(xp, s, t, w, n, hierarchy)
     if xp is not np:
         s, t, w = s.get(), t.get(), w.get()
     order = sorted_edges(np, s, t, w)
@@ -70,13 +82,28 @@ def single_linkage(source, target, weight, n):
     return Z
 
 
-def device_linkage(xp, s, t, w, n):
+def device_linkage(xp, s, t, w, n, hierarchy=None):
     """``single_linkage`` of n - 1 checked edges, whole-array (``xp``: cupy,
-    or numpy in tests): (n-1, 4) float64 of ``xp``."""
-    order = sorted_edges(xp, s, t, w)
-    children, size = dendrogram(xp, s[order], t[order], n)
+    or numpy in tests): (n-1, 4) float64 of ``xp``.  ``hierarchy``: the
+    recorded picks of these edges, in the order they are listed."""
+    if hierarchy is not None and _recorded_order(xp, w, hierarchy):
+        children, size = dendrogram(xp, s, t, n, hierarchy=hierarchy)
+    else:
+        order = sorted_edges(xp, s, t, w)
+        children, size = dendrogram(xp, s[order], t[order], n)
+        w = w[order]
     Z = xp.empty((n - 1, 4), xp.float64)
     Z[:, :2] = children
-    Z[:, 2] = w[order]
+    Z[:, 2] = w
     Z[:, 3] = size
     return Z
+
+
+def _recorded_order(xp, w, hierarchy):
+    """Whether the recorded picks give the dendrogram of edges listed with
+    weights ``w``: they must be the picks of these m edges, listed by weight
+    (the engine's order: squared lengths, then rows)."""
+    if hierarchy["alpha"].shape[0] != w.shape[0]:
+        raise InputError(f"the recorded hierarchy holds {hierarchy['alpha'].shape[0]} edges, "
+                         f"the tree {w.shape[0]}: it is not this tree's")
+    return bool((w[1:] >= w[:-1]).all())

@@ -808,6 +808,53 @@ __global__ void k_record_picks(const Pt<T, D>* __restrict__ P, const int* __rest
   if (C == p && !root) rec_round[p] = (unsigned char)it;
 }
 
+// k_record_rank, k_record_edges, k_record_points (hierarchy=True, after
+// k_finalize): the recorded picks renamed from tree slots to the edges'
+// ranks in the strict edge order (order[r] = the edge of rank r), one thread
+// an item.  Edge e sits in slot e, or e + 1 past the root's.
+template <typename T, int D>
+__global__ void k_record_rank(const long long* __restrict__ order, int* __restrict__ rank,
+                              int m) {
+  int r = thread_index();
+  if (r >= m) return;
+  rank[order[r]] = r;
+}
+
+// a recorded slot (~slot on side 1) -> its edge
+__device__ __forceinline__ int record_slot_edge(int enc, int root) {
+  int q = enc >= 0 ? enc : ~enc;
+  return q - (q > root ? 1 : 0);
+}
+
+template <typename T, int D>
+__global__ void k_record_edges(const long long* __restrict__ order, const int* __restrict__ rank,
+                               const int* __restrict__ rec_edge,
+                               const unsigned char* __restrict__ rec_round, int root, int m,
+                               int* __restrict__ alpha, signed char* __restrict__ side,
+                               unsigned char* __restrict__ round) {
+  int r = thread_index();
+  if (r >= m) return;
+  int e = (int)order[r];
+  int slot = e < root ? e : e + 1;
+  int enc = rec_edge[slot];
+  alpha[r] = enc == EMST_INT_MAX ? -1 : rank[record_slot_edge(enc, root)];
+  side[r] = enc < 0 ? 1 : 0;
+  round[r] = rec_round[slot];
+}
+
+template <typename T, int D>
+__global__ void k_record_points(const int* __restrict__ orig, const int* __restrict__ rank,
+                                const int* __restrict__ rec_point, int root, int n,
+                                int* __restrict__ point_alpha,
+                                signed char* __restrict__ point_side) {
+  int p = thread_index();
+  if (p >= n) return;
+  int enc = rec_point[p];
+  int row = orig[p];
+  point_alpha[row] = rank[record_slot_edge(enc, root)];
+  point_side[row] = enc < 0 ? 1 : 0;
+}
+
 // k_merge_roots: under a strict order the only cycles are 2-cycles over one
 // shared edge; the smaller representative of such a pair becomes the root
 // (and drops its copy of the edge); every other representative adds its edge.

@@ -231,39 +231,48 @@ class BoruvkaPhases:
                  xp.full(n, 255, np.uint8))
 
     @classmethod
-    def finalize_hierarchy(cls, bvh, s):
-        """The recorded picks, in the edge order of ``finalize_edges`` (after
-        it: the point records and ``orig`` are all this reads).
+    def finalize_hierarchy(cls, bvh, s, order):
+        """The recorded picks, the edges named by their rank in ``order``
+        (after ``finalize_edges``: the point records and ``orig`` are all
+        this reads; ``k_record_rank``, ``k_record_edges``,
+        ``k_record_points``).
+
+        Parameters
+        ----------
+        bvh : CudaBVH
+        s : CudaBoruvkaState, recording since ``start_hierarchy``.
+        order : (n-1,) int64 array of ``xp``, the edges of ``finalize_edges``
+            in the strict order (rank -> edge).
 
         Returns
         -------
-        dict of arrays of ``xp``, ``m = n - 1``: ``alpha`` (m,) int32, the edge
-        whose chain each edge joins in the iteration after its own (the pick
-        of the component holding it; -1 for the last iteration's, the root
-        chain), ``side`` (m,) int8 (1: the component was its pick's mutual
-        root), ``round`` (m,) uint8, the iteration each edge was picked in;
-        ``point_alpha`` (n,) int32 and ``point_side`` (n,) int8, every input
-        row's first pick.
+        dict of arrays of ``xp``, ``m = n - 1``, edges by rank: ``alpha`` (m,)
+        int32, the edge whose chain each edge joins in the iteration after
+        its own (the pick of the component holding it; -1 for the last
+        iteration's, the root chain), ``side`` (m,) int8 (1: the component
+        was its pick's mutual root), ``round`` (m,) uint8, the iteration each
+        edge was picked in; ``point_alpha`` (n,) int32 and ``point_side``
+        (n,) int8, every input row's first pick (-1 and 0 for one point).
         """
-        xp, n = cls.xp, bvh.n
-        root = cls._final_root(bvh)
+        xp, n, m = cls.xp, bvh.n, bvh.n - 1
         rec_point, rec_edge, rec_round = s.rec
         s.rec = None
-        slot = xp.arange(n - 1, dtype=np.int32)
-        slot += slot >= root  # edge e sits in slot e, or e + 1 past the root's
-
-        def edge(enc):  # slot (or ~slot for side 1) -> edge index
-            q = xp.where(enc >= 0, enc, ~enc)
-            return (q - (q > root)).astype(np.int32)
-
-        enc = rec_edge[slot]
-        out = {"alpha": xp.where(enc == INT_MAX, np.int32(-1), edge(enc)),
-               "side": (enc < 0).astype(np.int8), "round": rec_round[slot]}
-        point_alpha = xp.empty(n, np.int32)
-        point_side = xp.empty(n, np.int8)
-        point_alpha[bvh.orig] = edge(rec_point)
-        point_side[bvh.orig] = (rec_point < 0).astype(np.int8)
-        out.update(point_alpha=point_alpha, point_side=point_side)
+        out = {"alpha": xp.empty(m, np.int32), "side": xp.empty(m, np.int8),
+               "round": xp.empty(m, np.uint8), "point_alpha": xp.full(n, -1, np.int32),
+               "point_side": xp.zeros(n, np.int8)}
+        if m < 1:
+            return out
+        root = _i32(cls._final_root(bvh))
+        order = xp.ascontiguousarray(order, dtype=np.int64)
+        rank = xp.empty(m, np.int32)
+        dt, d = bvh.dtype, bvh.d
+        cls._launch(dt, d, "k_record_rank", m, (order, rank, _i32(m)))
+        cls._launch(dt, d, "k_record_edges", m,
+                    (order, rank, rec_edge, rec_round, root, _i32(m),
+                     out["alpha"], out["side"], out["round"]))
+        cls._launch(dt, d, "k_record_points", n,
+                    (bvh.orig, rank, rec_point, root, _i32(n),
+                     out["point_alpha"], out["point_side"]))
         return out
 
     @classmethod
