@@ -37,7 +37,8 @@ class SpanningTree:
         per edge ``alpha`` (m,) int32, the rank of the edge whose chain it
         joins (-1: the root chain), ``side`` (m,) int8, ``round`` (m,)
         uint8; per row ``point_alpha`` (n,) int32 and ``point_side`` (n,)
-        int8.  HDBSCAN* builds its dendrogram from it without rounds of
+        int8; ``round_ends``, a list of the edge count after each
+        iteration.  HDBSCAN* builds its dendrogram from it without rounds of
         its own (``products.chains.record_chains``).
     """
 

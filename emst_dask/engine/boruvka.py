@@ -340,6 +340,7 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         order = strict_edge_order(xp, src, dst, w2)
         src, dst, w2 = src[order], dst[order], w2[order]
         picks = K.finalize_hierarchy(bvh, state, order)
+        picks["round_ends"] = [n - c for c in components[1:]]  # edges after each
         del order
         timers.stop("record_hierarchy")
     if mrd:

@@ -231,30 +231,35 @@ def record_chains(xp, hierarchy, n, it=np.int64):
     -------
     key, owner, round_ends : as ``boruvka_chains``.
     """
-    alpha = hierarchy["alpha"].astype(it)
-    side = hierarchy["side"]
+    alpha = hierarchy["alpha"]
     rounds = hierarchy["round"]
     m = alpha.shape[0]
     # chains numbered round by round, by rank within a round (as the rounds do)
     owner = stable_argsort(xp, rounds).astype(it)
     cid = xp.empty(m, it)
     cid[owner] = xp.arange(m, dtype=it)
-    round_ends = xp.cumsum(xp.bincount(rounds.astype(xp.int32))).tolist()
-    key = xp.empty(m + n, it)
-    root = alpha < 0
-    key[:m] = xp.where(root, 2 * m, 2 * cid[xp.where(root, 0, alpha)] + side)
-    key[m:] = 2 * cid[hierarchy["point_alpha"]] + hierarchy["point_side"]
+    round_ends = list(hierarchy["round_ends"])
+    if xp is not np:  # one pass, one thread an item
+        from ..kernels.cuda.dendrogram import record_keys
+
+        key = record_keys(hierarchy, cid, m, n)
+    else:
+        key = xp.empty(m + n, it)
+        root = alpha < 0
+        key[:m] = xp.where(root, 2 * m, 2 * cid[xp.where(root, 0, alpha)] + hierarchy["side"])
+        key[m:] = 2 * cid[hierarchy["point_alpha"]] + hierarchy["point_side"]
     # followers (an edge above the pick of the component holding it), the
     # later iterations' first
-    rank = xp.arange(m, dtype=it)
-    follow = xp.flatnonzero(~root & (rank > alpha))
+    rank = xp.arange(m, dtype=alpha.dtype)
+    follow = xp.flatnonzero((alpha >= 0) & (rank > alpha))
+    del rank
     follow = follow[stable_argsort(xp, -rounds[follow].astype(xp.int32))]
     by_round = rounds[follow]
     cuts = xp.flatnonzero(by_round[1:] != by_round[:-1]) + 1
     bounds = [0] + cuts.tolist() + [int(follow.shape[0])]
     for lo, hi in pairwise(bounds):
         edge = follow[lo:hi].astype(it)
-        _place(xp, key, owner, edge, alpha[edge], m)
+        _place(xp, key, owner, edge, alpha[edge].astype(it, copy=False), m)
     return key, owner, round_ends
 
 

@@ -9,8 +9,9 @@ node its parent, and the cluster sizes are prefix sums along the chains,
 taken round by round (a chain's total is known once the chains of its
 items' own children are).  A point is alone on its chain (the chains of
 round 1 hold one point each, and followers only join chains of later
-rounds), so with the edges listed in rank order a stable sort by chain
-alone is the sort by (chain, rank).
+rounds): it is its chain's top, a child of the edge the chain names, and
+weighs 1, so only the edges are sorted; listed in rank order, a stable
+sort by chain alone is their sort by (chain, rank).
 
 The result equals Kruskal's union-find on the same order (``linkage.py``),
 which the tests check, with scipy as the oracle of both.
@@ -65,16 +66,16 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
     timers.stop("dendrogram_rounds")
     if m == 0:
         return xp.zeros((0, 2), it), xp.zeros(0, it)
-    # items in chain order: edges come in rank order and a point is alone on
-    # its chain, so a stable sort by chain is the sort by (chain, rank)
-    order = stable_argsort(xp, key)
+    # the edges in chain order (a stable sort by chain: they come in rank
+    # order); the points, alone on their chains, need no place in it
+    pkey = key[m:]
+    order = stable_argsort(xp, key[:m])
     order = order.astype(it, copy=False)
-    skey = key[order]
-    del key
+    skey = key[:m][order]
     timers.stop("dendrogram_chains")
-    children = _children(xp, skey, order, edge_of, m, n)
+    children = _children(xp, skey, order, pkey, edge_of, m, n)
     timers.stop("dendrogram_children")
-    size = _sizes(xp, skey, order, edge_of, round_ends, m)
+    size = _sizes(xp, skey, order, children, n, edge_of, round_ends, m)
     timers.stop("dendrogram_sizes")
     return children, size
 
@@ -86,33 +87,36 @@ def _chain_ends(xp, skey):
     return last
 
 
-def _children(xp, skey, order, edge_of, m, n):
+def _children(xp, skey, order, pkey, edge_of, m, n):
     """(m, 2) of the index dtype: every edge's two clusters, the smaller
     first.  A chain's last item hangs under the edge the chain names, on
-    its key's side; any other item under the next item of its chain."""
+    its key's side (a point is its chain's only item); any other edge under
+    the next edge of its chain, in the slot the tops left free."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import chain_children
 
-        return chain_children(skey, order, edge_of, m, n)
+        return chain_children(skey, order, pkey, edge_of, m, n)
     last = _chain_ends(xp, skey)
-    node = xp.where(order < m, order + n, order - m)  # linkage ids of the items
     children = xp.full((m, 2), -1, skey.dtype)
     tops = xp.flatnonzero(last & (skey < 2 * m))
-    children[edge_of[skey[tops] >> 1], skey[tops] & 1] = node[tops]
+    children[edge_of[skey[tops] >> 1], skey[tops] & 1] = order[tops] + n
+    children[edge_of[pkey >> 1], pkey & 1] = xp.arange(n, dtype=skey.dtype)
     below = xp.flatnonzero(~last)
-    up = order[below + 1]  # the next item of the chain: an edge
+    up = order[below + 1]  # the next edge of the chain
     slot = xp.where(children[up, 0] == -1, 0, 1)
-    children[up, slot] = node[below]
+    children[up, slot] = order[below] + n
     first, second = children[:, 0], children[:, 1]
     return xp.stack([xp.minimum(first, second), xp.maximum(first, second)], axis=1)
 
 
-def _sizes(xp, skey, order, edge_of, round_ends, m):
+def _sizes(xp, skey, order, children, n, edge_of, round_ends, m):
     """(m,) of the index dtype: the points in the cluster of every edge,
-    prefix sums along the chains, round by round (a chain's total is final
-    once the chains of the rounds before are summed)."""
+    prefix sums along the chains of the edges, round by round (a chain's
+    total is final once the chains of the rounds before are summed; the
+    points' chains, round 1's, total 1 each: an edge's children below n)."""
     it = skey.dtype.type
-    weight = xp.zeros(m, it)  # an edge's chains' totals = its side sizes
+    # an edge's chains' totals = its side sizes; the points' first
+    weight = (children < n).sum(axis=1, dtype=it)
     size = xp.empty(m, it)  # a round's chains hold disjoint points: sums < n
     bounds = [2 * e for e in [0] + round_ends] + [2 * m + 1]
     cut = xp.searchsorted(skey, xp.asarray(bounds, dtype=it)).tolist()
@@ -127,15 +131,14 @@ def _sizes(xp, skey, order, edge_of, round_ends, m):
         if hi == lo:
             continue
         x = order[lo:hi]
-        is_edge = x < m
-        w = xp.where(is_edge, weight[xp.where(is_edge, x, 0)], it(1))
+        w = weight[x]
         total = xp.cumsum(w, dtype=it)
         first = xp.ones(hi - lo, bool)
         first[1:] = last[lo:hi - 1]
         start = xp.flatnonzero(first)
         base = (total[start] - w[start])[xp.cumsum(first) - 1]
         within = total - base
-        size[x[is_edge]] = within[is_edge]
+        size[x] = within
         ends = xp.flatnonzero(last[lo:hi] & (skey[lo:hi] < 2 * m))
         scatter_add(xp, weight, edge_of[skey[lo:hi][ends] >> 1], within[ends])
     return size

@@ -147,15 +147,30 @@ __global__ void chain_keys(const I* __restrict__ items, const I* __restrict__ co
     }
 }
 
-// ---------------------------------------------------------------------------
-// Children and sizes from the items in chain order: skey[i] the chain of the
-// i-th item, order[i] the item (edges < m, then points); an item's linkage
-// id is n + edge or the point's row.  children is (m, 2) row-major.
-// ---------------------------------------------------------------------------
+// The chains of the picks the EMST recorded: key[e] = 2 cid[alpha[e]] +
+// side[e] for edge e (2m, the root chain, where alpha[e] < 0), then
+// key[m + p] = 2 cid[point_alpha[p]] + point_side[p] for point p.
 template <typename I>
-__device__ __forceinline__ I linkage_id(I x, long long m, long long n) {
-    return x < m ? (I)(x + n) : (I)(x - m);
+__global__ void record_keys(const int* __restrict__ alpha, const signed char* __restrict__ side,
+                            const int* __restrict__ point_alpha,
+                            const signed char* __restrict__ point_side,
+                            const I* __restrict__ cid, I* key, long long m, long long n) {
+    GRID_STRIDE(i, m + n) {
+        if (i < m) {
+            int a = alpha[i];
+            key[i] = a < 0 ? (I)(2 * m) : (I)(2 * (long long)cid[a] + side[i]);
+        } else {
+            long long p = i - m;
+            key[i] = (I)(2 * (long long)cid[point_alpha[p]] + point_side[p]);
+        }
+    }
 }
+
+// ---------------------------------------------------------------------------
+// Children and sizes from the edges in chain order: skey[i] the chain of
+// the i-th edge, order[i] the edge, whose linkage id is n + edge; the points
+// (alone on their chains) apart.  children is (m, 2) row-major.
+// ---------------------------------------------------------------------------
 
 // A chain's last item is a child of the edge the chain names, on the side
 // the key says.
@@ -167,13 +182,25 @@ __global__ void chain_tops(const I* __restrict__ skey, const I* __restrict__ ord
         I k = skey[i];
         bool last = i + 1 == count || skey[i + 1] != k;
         if (last && k < 2 * m) children[2 * (long long)owner[k >> 1] + (k & 1)] =
-            linkage_id(order[i], m, n);
+            (I)(order[i] + n);
+    }
+}
+
+// A point is alone on its chain (round 1's): the top, a child of the edge
+// the chain names, on the key's side; pkey[p] is point p's chain.
+template <typename I>
+__global__ void point_tops(const I* __restrict__ pkey, const I* __restrict__ owner,
+                           I* children, long long n, long long m) {
+    GRID_STRIDE(p, n) {
+        I k = pkey[p];
+        if (k < 2 * m) children[2 * (long long)owner[k >> 1] + (k & 1)] = (I)p;
     }
 }
 
 // Any other item is a child of the next item of its chain (an edge), in the
 // slot a chain top left free; then each edge's pair is ordered.  After
-// chain_tops: an edge has at most one child below it in its own chain.
+// chain_tops and point_tops: an edge has at most one child below it in its
+// own chain.
 template <typename I>
 __global__ void chain_below(const I* __restrict__ skey, const I* __restrict__ order,
                             I* children, long long count, long long m, long long n) {
@@ -181,7 +208,7 @@ __global__ void chain_below(const I* __restrict__ skey, const I* __restrict__ or
         if (i + 1 < count && skey[i + 1] == skey[i]) {
             long long up = order[i + 1];
             int slot = children[2 * up] == -1 ? 0 : 1;
-            children[2 * up + slot] = linkage_id(order[i], m, n);
+            children[2 * up + slot] = (I)(order[i] + n);
         }
     }
 }
@@ -194,8 +221,8 @@ __global__ void order_pairs(I* children, long long m) {
     }
 }
 
-// Sizes, one round's chains [lo, hi): every item weighs its points (an
-// edge: the totals of the chains below it, already final; a point: 1);
+// Sizes, one round's chains [lo, hi): every edge weighs its points (the
+// totals of the chains below it, already final);
 // terms[i - lo] = (chain starts here) << 32 | weight, whose inclusive scan
 // is (chain number << 32 | running total).
 template <typename I>
@@ -204,8 +231,7 @@ __global__ void size_terms(const I* __restrict__ skey, const I* __restrict__ ord
                            long long m, u64* __restrict__ terms) {
     GRID_STRIDE(j, hi - lo) {
         long long i = lo + j;
-        I x = order[i];
-        u64 w = x < m ? (u64)weight[x] : 1ULL;
+        u64 w = (u64)weight[order[i]];
         bool first = j == 0 || skey[i - 1] != skey[i];
         terms[j] = ((u64)first << 32) | w;
     }
@@ -234,8 +260,8 @@ __global__ void chain_sizes(const I* __restrict__ skey, const I* __restrict__ or
         long long i = lo + j;
         u64 s = scan[j];
         I within = (I)((s & 0xffffffffULL) - base[(s >> 32) - 1]);
-        I x = order[i], k = skey[i];
-        if (x < m) size[x] = within;
+        I k = skey[i];
+        size[order[i]] = within;
         bool last = i + 1 == hi || skey[i + 1] != k;
         if (last && k < 2 * m) atomicAdd((U*)&weight[owner[k >> 1]], (U)within);
     }

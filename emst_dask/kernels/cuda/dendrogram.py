@@ -17,7 +17,8 @@ import numpy as np
 from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
-            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "chain_below",
+            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
+            "record_keys", "chain_below",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
@@ -211,14 +212,68 @@ def chain_keys(key, items, comp, best, cid, side):
     return alpha
 
 
-def chain_children(skey, order, owner, m, n):
-    """The two clusters every edge merges, from the items in chain order.
+def record_keys(hierarchy, cid, m, n):
+    """(m + n,) cupy array of cid's type: the chain keys of the recorded
+    picks (``products.chains.record_chains``), one thread an item.
 
     Parameters
     ----------
-    skey : (m + n,) int32 or int64 cupy array, the items' chain keys, sorted.
-    order : (m + n,) same type, the items in that order (edges < m, then
-        points m + row).
+    hierarchy : dict of cupy arrays (``SpanningTree.hierarchy``): ``alpha``
+        (m,) int32, ``side`` (m,) int8, ``point_alpha`` (n,) int32,
+        ``point_side`` (n,) int8.
+    cid : (m,) int32 or int64 cupy array, every edge's chain number.
+    m, n : int, the numbers of edges and points.
+    """
+    import cupy
+
+    key = cupy.empty(m + n, cid.dtype)
+    _launch("record_keys", cid, m + n,
+            (hierarchy["alpha"], hierarchy["side"], hierarchy["point_alpha"],
+             hierarchy["point_side"], cid, key, np.int64(m), np.int64(n)))
+    return key
+
+
+@functools.cache
+def _linkage_rows_kernel():
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "raw I children, T weight, I size", "raw float64 Z",
+        "Z[4 * i] = children[2 * i]; Z[4 * i + 1] = children[2 * i + 1]; "
+        "Z[4 * i + 2] = weight; Z[4 * i + 3] = size;", "emst_linkage_rows")
+
+
+def linkage_rows(children, weight, size):
+    """The scipy linkage matrix, one thread a row.
+
+    Parameters
+    ----------
+    children : (m, 2) int32 or int64 cupy array, C-contiguous.
+    weight : (m,) float32 or float64 cupy array, the heights.
+    size : (m,) cupy array of children's type.
+
+    Returns
+    -------
+    (m, 4) float64 cupy array: (children, height, size) per row.
+    """
+    import cupy
+
+    m = int(weight.shape[0])
+    Z = cupy.empty((m, 4), cupy.float64)
+    _linkage_rows_kernel()(cupy.ascontiguousarray(children).ravel(), weight,
+                           size.astype(children.dtype, copy=False), Z.ravel())
+    return Z
+
+
+def chain_children(skey, order, pkey, owner, m, n):
+    """The two clusters every edge merges, from the edges in chain order
+    and the points' chains.
+
+    Parameters
+    ----------
+    skey : (m,) int32 or int64 cupy array, the edges' chain keys, sorted.
+    order : (m,) same type, the edges in that order.
+    pkey : (n,) same type, every point's chain (a point is alone on it).
     owner : (m,) same type, the edge each chain key names.
     m, n : int, the numbers of edges and points.
 
@@ -233,6 +288,7 @@ def chain_children(skey, order, owner, m, n):
     children = cupy.full((m, 2), -1, skey.dtype)
     args = (np.int64(count), np.int64(m), np.int64(n))
     _launch("chain_tops", skey, count, (skey, order, owner, children) + args)
+    _launch("point_tops", pkey, n, (pkey, owner, children, np.int64(n), np.int64(m)))
     _launch("chain_below", skey, count, (skey, order, children) + args)
     _launch("order_pairs", skey, m, (children, np.int64(m)))
     return children
@@ -244,7 +300,8 @@ def chain_sizes(skey, order, owner, weight, size, lo, hi, m):
 
     Parameters
     ----------
-    skey, order : (m + n,) int32 cupy arrays (see ``chain_children``).
+    skey, order : (m,) int32 cupy arrays, the edges in chain order (see
+        ``chain_children``).
     owner : (m,) int32, the edge each chain key names.
     weight : (m,) int32, every edge's points below it off its own chain
         (the totals of the chains it names, from earlier rounds); this
