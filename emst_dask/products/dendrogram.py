@@ -67,13 +67,20 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
     if m == 0:
         return xp.zeros((0, 2), it), xp.zeros(0, it)
     # the edges in chain order (a stable sort by chain: they come in rank
-    # order); the points, alone on their chains, need no place in it
-    pkey = key[m:]
+    # order); the points, alone on their chains, need no place in it, only
+    # their slot under the edge their chain names: 2 edge + side
+    if hierarchy is not None:  # the edge is the point's recorded pick
+        pslot = 2 * hierarchy["point_alpha"].astype(it) + hierarchy["point_side"]
+    else:
+        pkey = key[m:]
+        pslot = 2 * edge_of[pkey >> 1] + (pkey & 1)
+        del pkey
     order = stable_argsort(xp, key[:m])
     order = order.astype(it, copy=False)
     skey = key[:m][order]
+    del key
     timers.stop("dendrogram_chains")
-    children = _children(xp, skey, order, pkey, edge_of, m, n)
+    children = _children(xp, skey, order, pslot, edge_of, m, n)
     timers.stop("dendrogram_children")
     size = _sizes(xp, skey, order, children, n, edge_of, round_ends, m)
     timers.stop("dendrogram_sizes")
@@ -87,20 +94,21 @@ def _chain_ends(xp, skey):
     return last
 
 
-def _children(xp, skey, order, pkey, edge_of, m, n):
+def _children(xp, skey, order, pslot, edge_of, m, n):
     """(m, 2) of the index dtype: every edge's two clusters, the smaller
     first.  A chain's last item hangs under the edge the chain names, on
-    its key's side (a point is its chain's only item); any other edge under
-    the next edge of its chain, in the slot the tops left free."""
+    its key's side (a point is its chain's only item: ``pslot``, (n,), is
+    2 edge + side); any other edge under the next edge of its chain, in the
+    slot the tops left free."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import chain_children
 
-        return chain_children(skey, order, pkey, edge_of, m, n)
+        return chain_children(skey, order, pslot, edge_of, m, n)
     last = _chain_ends(xp, skey)
     children = xp.full((m, 2), -1, skey.dtype)
     tops = xp.flatnonzero(last & (skey < 2 * m))
     children[edge_of[skey[tops] >> 1], skey[tops] & 1] = order[tops] + n
-    children[edge_of[pkey >> 1], pkey & 1] = xp.arange(n, dtype=skey.dtype)
+    children.reshape(-1)[pslot] = xp.arange(n, dtype=skey.dtype)
     below = xp.flatnonzero(~last)
     up = order[below + 1]  # the next edge of the chain
     slot = xp.where(children[up, 0] == -1, 0, 1)

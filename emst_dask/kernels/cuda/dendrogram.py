@@ -265,7 +265,7 @@ def linkage_rows(children, weight, size):
     return Z
 
 
-def chain_children(skey, order, pkey, owner, m, n):
+def chain_children(skey, order, pslot, owner, m, n):
     """The two clusters every edge merges, from the edges in chain order
     and the points' chains.
 
@@ -273,7 +273,8 @@ def chain_children(skey, order, pkey, owner, m, n):
     ----------
     skey : (m,) int32 or int64 cupy array, the edges' chain keys, sorted.
     order : (m,) same type, the edges in that order.
-    pkey : (n,) same type, every point's chain (a point is alone on it).
+    pslot : (n,) same type, every point's place in ``children``: 2 edge +
+        side of the chain it is alone on.
     owner : (m,) same type, the edge each chain key names.
     m, n : int, the numbers of edges and points.
 
@@ -288,7 +289,7 @@ def chain_children(skey, order, pkey, owner, m, n):
     children = cupy.full((m, 2), -1, skey.dtype)
     args = (np.int64(count), np.int64(m), np.int64(n))
     _launch("chain_tops", skey, count, (skey, order, owner, children) + args)
-    _launch("point_tops", pkey, n, (pkey, owner, children, np.int64(n), np.int64(m)))
+    _launch("point_tops", pslot, n, (pslot, children, np.int64(n)))
     _launch("chain_below", skey, count, (skey, order, children) + args)
     _launch("order_pairs", skey, m, (children, np.int64(m)))
     return children
@@ -325,7 +326,7 @@ def chain_sizes(skey, order, owner, weight, size, lo, hi, m):
                                         np.int64(m), terms))
     scan = cupy.cumsum(terms)
     del terms
-    base = cupy.empty(int(scan[-1] >> 32), cupy.uint64)
+    base = cupy.empty(count, cupy.uint64)  # at most a chain an item: no sync
     _launch("chain_bases", skey, count, (skey, scan, np.int64(lo), np.int64(hi), base))
     _launch("chain_sizes", skey, count, (skey, order, owner, scan, base, np.int64(lo),
                                          np.int64(hi), np.int64(m), size, weight))
