@@ -904,8 +904,9 @@ def test_cli_generate_overwrite_refuses_the_packages_other_npy_files(runner, tmp
     assert res.exit_code == 0 and np.load(tmp_path / "g.npy").shape[0] == 50, res.output
 
 
-def _cli_picture(runner, tmp_path, pts, command, picture, *extra):
-    """Run a picture-drawing command on ``pts``; its result."""
+def _picture_sources(runner, tmp_path, pts):
+    """The points, their tree and their clusters, once per directory: the
+    inputs of the picture-drawing commands."""
     src = tmp_path / "pts.npy"
     if not src.exists():
         np.save(src, pts)
@@ -913,6 +914,12 @@ def _cli_picture(runner, tmp_path, pts, command, picture, *extra):
                              ).exit_code == 0
         assert runner.invoke(main, ["hdbscan", str(src), "-m", "5", "--out",
                                     str(tmp_path / "h.zarr")]).exit_code == 0
+    return src
+
+
+def _cli_picture(runner, tmp_path, pts, command, picture, *extra):
+    """Run a picture-drawing command on ``pts``; its result."""
+    src = _picture_sources(runner, tmp_path, pts)
     args = {"plot": ["plot", str(tmp_path / "e.zarr"), "--points", str(src), "--out"],
             "plot-clusters": ["plot-clusters", str(tmp_path / "h.zarr"), "--points", str(src),
                               "--out"],
@@ -949,7 +956,7 @@ def test_cli_a_picture_that_cannot_be_drawn_is_refused_before_any_work(runner, t
                                                                       command, where):
     """An unknown picture format or a missing directory is refused before
     the work: nothing is computed or written."""
-    _cli_picture(runner, tmp_path, pts, command, tmp_path / "warm-up.png")
+    _picture_sources(runner, tmp_path, pts)
     before = sorted(os.listdir(tmp_path))
     bad = tmp_path / ("p.txt" if where == "suffix" else "nodir/p.png")
     res = _cli_picture(runner, tmp_path, pts, command, bad)
