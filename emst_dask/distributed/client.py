@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..errors import InputError
+from ..errors import InputError, OutputError
 
 #: seconds to wait for a scheduler that does not answer (the CLI's user
 #: should not wait dask's default twice over for a typo), or
@@ -236,10 +236,6 @@ def check_outputs_reachable(client, *outputs):
     """Refuse, before any work, an in-memory output (``in_memory_store``)
     that a worker in another process would write into its own memory,
     where this client never sees it (``outputs``: ``io.Output`` or None)."""
-    import os
-
-    from ..errors import OutputError
-
     mem = [o for o in outputs if o is not None and in_memory_store(o.target)]
     if not mem or client in (None, False):
         return
