@@ -36,10 +36,11 @@ class SpanningTree:
         ``hierarchy=True``, whose edges come in the engine's strict order):
         per edge ``alpha`` (m,) int32, the rank of the edge whose chain it
         joins (-1: the root chain), ``side`` (m,) int8, ``round`` (m,)
-        uint8; per row ``point_alpha`` (n,) int32 and ``point_side`` (n,)
-        int8; ``round_ends``, a list of the edge count after each
-        iteration.  HDBSCAN* builds its dendrogram from it without rounds of
-        its own (``products.chains.record_chains``).
+        uint8; ``point_children`` (m, 2) int32, every row in the slot
+        ``[rank, side]`` of its first pick (-1 elsewhere); ``round_ends``,
+        a list of the edge count after each iteration (14 bytes a point
+        in all).  ``linkage()`` and HDBSCAN* build the dendrogram from it
+        without rounds of their own (``products.chains.record_chains``).
     """
 
     source: Any

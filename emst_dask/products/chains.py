@@ -145,9 +145,11 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
 
     Returns
     -------
-    key : (m + n,) ``it``, the chain of every item (edges 0 .. m-1, then
-        points m .. m+n-1): ``2 * cid[alpha] + side``, or ``2 * m`` for the
-        root chain.
+    key : (m,) ``it``, the chain of every edge: ``2 * cid[alpha] + side``,
+        or ``2 * m`` for the root chain.
+    points : (m, 2) ``it``, the dendrogram's children with only the points
+        in place: a point is alone on its chain (round 1's), the child of
+        the edge its chain names, on its side; -1 in every other slot.
     owner : (m,) ``it``, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
         name (``c`` numbers the edges round by round, in the order they were
         picked, so the chains of later rounds sort after those of earlier ones).
@@ -207,7 +209,20 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         # pick, at its own rank: the first chain up from the pick's whose
         # top edge is heavier (the picks of later rounds are placed already).
         _place(xp, key, owner, edge, target, m)
-    return key, owner, round_ends
+    return key[:m], _point_children(xp, key[m:], owner, m, n), owner, round_ends
+
+
+def _point_children(xp, pkey, owner, m, n):
+    """(m, 2) of pkey's dtype: every point (pkey, (n,), its chain) in its
+    slot under the edge its chain names, -1 elsewhere."""
+    if xp is not np:  # one thread a point
+        from ..kernels.cuda.dendrogram import point_children
+
+        return point_children(pkey, owner, m, n)
+    children = xp.full((m, 2), -1, pkey.dtype)
+    if m:
+        children.reshape(-1)[2 * owner[pkey >> 1] + (pkey & 1)] = xp.arange(n, dtype=pkey.dtype)
+    return children
 
 
 def record_chains(xp, hierarchy, n, it=np.int64):
@@ -229,7 +244,9 @@ def record_chains(xp, hierarchy, n, it=np.int64):
 
     Returns
     -------
-    key, owner, round_ends : as ``boruvka_chains``.
+    key, points, owner, round_ends : as ``boruvka_chains`` (``points`` is a
+        copy of the recorded ``point_children``: the recording put every
+        point in its slot already).
     """
     alpha = hierarchy["alpha"]
     rounds = hierarchy["round"]
@@ -242,17 +259,14 @@ def record_chains(xp, hierarchy, n, it=np.int64):
     if xp is not np:  # one pass, one thread an item
         from ..kernels.cuda.dendrogram import record_keys
 
-        key = record_keys(hierarchy, cid, m, n)
+        key = record_keys(hierarchy, cid, m)
     else:
-        key = xp.empty(m + n, it)
         root = alpha < 0
-        key[:m] = xp.where(root, 2 * m, 2 * cid[xp.where(root, 0, alpha)] + hierarchy["side"])
-        key[m:] = 2 * cid[hierarchy["point_alpha"]] + hierarchy["point_side"]
+        key = xp.where(root, 2 * m, 2 * cid[xp.where(root, 0, alpha)] + hierarchy["side"])
+        key = key.astype(it, copy=False)
     # followers (an edge above the pick of the component holding it), the
     # later iterations' first
-    rank = xp.arange(m, dtype=alpha.dtype)
-    follow = xp.flatnonzero((alpha >= 0) & (rank > alpha))
-    del rank
+    follow = xp.flatnonzero(_above_their_pick(xp, alpha))
     follow = follow[stable_argsort(xp, -rounds[follow].astype(xp.int32))]
     by_round = rounds[follow]
     cuts = xp.flatnonzero(by_round[1:] != by_round[:-1]) + 1
@@ -260,7 +274,17 @@ def record_chains(xp, hierarchy, n, it=np.int64):
     for lo, hi in pairwise(bounds):
         edge = follow[lo:hi].astype(it)
         _place(xp, key, owner, edge, alpha[edge].astype(it, copy=False), m)
-    return key, owner, round_ends
+    return key, hierarchy["point_children"].astype(it), owner, round_ends
+
+
+def _above_their_pick(xp, alpha):
+    """(m,) bool: the edges heavier than the pick of the component holding
+    them (rank > alpha >= 0), the followers."""
+    if xp is not np:  # one pass
+        from ..kernels.cuda.dendrogram import above_their_pick
+
+        return above_their_pick(alpha)
+    return (alpha >= 0) & (xp.arange(alpha.shape[0]) > alpha)
 
 
 def _place(xp, key, owner, edge, target, m):

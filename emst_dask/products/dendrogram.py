@@ -60,27 +60,20 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
     timers = timers or Timers(enabled=False)
     timers.start()
     if hierarchy is not None and m:
-        key, edge_of, round_ends = record_chains(xp, hierarchy, n, it)
+        key, children, edge_of, round_ends = record_chains(xp, hierarchy, n, it)
     else:
-        key, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
+        key, children, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
     timers.stop("dendrogram_rounds")
     if m == 0:
         return xp.zeros((0, 2), it), xp.zeros(0, it)
     # the edges in chain order (a stable sort by chain: they come in rank
-    # order); the points, alone on their chains, need no place in it, only
-    # their slot under the edge their chain names: 2 edge + side
-    if hierarchy is not None:  # the edge is the point's recorded pick
-        pslot = 2 * hierarchy["point_alpha"].astype(it) + hierarchy["point_side"]
-    else:
-        pkey = key[m:]
-        pslot = 2 * edge_of[pkey >> 1] + (pkey & 1)
-        del pkey
-    order = stable_argsort(xp, key[:m])
+    # order); the points, alone on their chains, are in ``children`` already
+    order = stable_argsort(xp, key)
     order = order.astype(it, copy=False)
-    skey = key[:m][order]
+    skey = key[order]
     del key
     timers.stop("dendrogram_chains")
-    children = _children(xp, skey, order, pslot, edge_of, m, n)
+    _children(xp, skey, order, children, edge_of, m, n)
     timers.stop("dendrogram_children")
     size = _sizes(xp, skey, order, children, n, edge_of, round_ends, m)
     timers.stop("dendrogram_sizes")
@@ -94,27 +87,25 @@ def _chain_ends(xp, skey):
     return last
 
 
-def _children(xp, skey, order, pslot, edge_of, m, n):
-    """(m, 2) of the index dtype: every edge's two clusters, the smaller
-    first.  A chain's last item hangs under the edge the chain names, on
-    its key's side (a point is its chain's only item: ``pslot``, (n,), is
-    2 edge + side); any other edge under the next edge of its chain, in the
-    slot the tops left free."""
+def _children(xp, skey, order, children, edge_of, m, n):
+    """Every edge's two clusters, the smaller first, in place in
+    ``children`` ((m, 2) of the index dtype, the points in their slots and
+    -1 elsewhere).  A chain's last edge hangs under the edge the chain
+    names, on its key's side; any other edge under the next edge of its
+    chain, in the slot left free."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import chain_children
 
-        return chain_children(skey, order, pslot, edge_of, m, n)
+        chain_children(skey, order, children, edge_of, m, n)
+        return
     last = _chain_ends(xp, skey)
-    children = xp.full((m, 2), -1, skey.dtype)
     tops = xp.flatnonzero(last & (skey < 2 * m))
     children[edge_of[skey[tops] >> 1], skey[tops] & 1] = order[tops] + n
-    children.reshape(-1)[pslot] = xp.arange(n, dtype=skey.dtype)
     below = xp.flatnonzero(~last)
     up = order[below + 1]  # the next edge of the chain
     slot = xp.where(children[up, 0] == -1, 0, 1)
     children[up, slot] = order[below] + n
-    first, second = children[:, 0], children[:, 1]
-    return xp.stack([xp.minimum(first, second), xp.maximum(first, second)], axis=1)
+    children.sort(axis=1)
 
 
 def _sizes(xp, skey, order, children, n, edge_of, round_ends, m):

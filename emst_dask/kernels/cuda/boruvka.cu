@@ -788,13 +788,17 @@ __global__ void k_merge_next(const Pt<T, D>* __restrict__ P, const int* __restri
 // Thread p records, for itself as a point (first iteration) or for the edge
 // its slot got in the iteration before, the pick of the component that now
 // holds it; the edges picked in the last iteration keep EMST_INT_MAX (the
-// root chain).  rec_round[p] is the iteration p's slot got its edge.
+// root chain).  rec_round[p] is the iteration p's slot got its edge: a slot
+// that got it before the last iteration has nothing left to record, and
+// returns after a one-byte read (most slots, after the first iterations).
 template <typename T, int D>
 __global__ void k_record_picks(const Pt<T, D>* __restrict__ P, const int* __restrict__ aux,
                                int* rec_point, int* rec_edge, unsigned char* rec_round,
                                int n, int it) {
   int p = thread_index();
   if (p >= n) return;
+  unsigned char got = rec_round[p];
+  if (it > 0 && got != 255 && got != (unsigned char)(it - 1)) return;
   int C = P[p].label;
   int Dn = aux[C];
   bool root = Dn != C && aux[Dn] == C && C < Dn;
@@ -802,7 +806,7 @@ __global__ void k_record_picks(const Pt<T, D>* __restrict__ P, const int* __rest
   int enc = root ? ~slot : slot;
   if (it == 0) {
     rec_point[p] = enc;
-  } else if (C != p && rec_round[p] == (unsigned char)(it - 1)) {
+  } else if (C != p && got == (unsigned char)(it - 1)) {
     rec_edge[p] = enc;
   }
   if (C == p && !root) rec_round[p] = (unsigned char)it;
@@ -842,17 +846,18 @@ __global__ void k_record_edges(const long long* __restrict__ order, const int* _
   round[r] = rec_round[slot];
 }
 
+// A point is alone on its chain, the child of its first pick on its side:
+// its row goes straight to that slot of the dendrogram's (m, 2) children,
+// children[2 rank + side] (every other slot holds -1).
 template <typename T, int D>
 __global__ void k_record_points(const int* __restrict__ orig, const int* __restrict__ rank,
                                 const int* __restrict__ rec_point, int root, int n,
-                                int* __restrict__ point_alpha,
-                                signed char* __restrict__ point_side) {
+                                int* __restrict__ point_children) {
   int p = thread_index();
   if (p >= n) return;
   int enc = rec_point[p];
-  int row = orig[p];
-  point_alpha[row] = rank[record_slot_edge(enc, root)];
-  point_side[row] = enc < 0 ? 1 : 0;
+  point_children[2 * (long long)rank[record_slot_edge(enc, root)] + (enc < 0 ? 1 : 0)] =
+      orig[p];
 }
 
 // k_merge_roots: under a strict order the only cycles are 2-cycles over one

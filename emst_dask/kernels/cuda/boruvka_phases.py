@@ -251,15 +251,17 @@ class BoruvkaPhases:
         its own (the pick of the component holding it; -1 for the last
         iteration's, the root chain), ``side`` (m,) int8 (1: the component
         was its pick's mutual root), ``round`` (m,) uint8, the iteration each
-        edge was picked in; ``point_alpha`` (n,) int32 and ``point_side``
-        (n,) int8, every input row's first pick (-1 and 0 for one point).
+        edge was picked in; ``point_children`` (m, 2) int32, every input
+        row in the slot of its first pick (``[rank, side]``), -1 in the
+        slots an edge will fill: a point is alone on its dendrogram chain,
+        so this is where the dendrogram's children start.
         """
         xp, n, m = cls.xp, bvh.n, bvh.n - 1
         rec_point, rec_edge, rec_round = s.rec
         s.rec = None
         out = {"alpha": xp.empty(m, np.int32), "side": xp.empty(m, np.int8),
-               "round": xp.empty(m, np.uint8), "point_alpha": xp.full(n, -1, np.int32),
-               "point_side": xp.zeros(n, np.int8)}
+               "round": xp.empty(m, np.uint8),
+               "point_children": xp.full((m, 2), -1, np.int32)}
         if m < 1:
             return out
         root = _i32(cls._final_root(bvh))
@@ -271,8 +273,7 @@ class BoruvkaPhases:
                     (order, rank, rec_edge, rec_round, root, _i32(m),
                      out["alpha"], out["side"], out["round"]))
         cls._launch(dt, d, "k_record_points", n,
-                    (bvh.orig, rank, rec_point, root, _i32(n),
-                     out["point_alpha"], out["point_side"]))
+                    (bvh.orig, rank, rec_point, root, _i32(n), out["point_children"]))
         return out
 
     @classmethod

@@ -148,21 +148,13 @@ __global__ void chain_keys(const I* __restrict__ items, const I* __restrict__ co
 }
 
 // The chains of the picks the EMST recorded: key[e] = 2 cid[alpha[e]] +
-// side[e] for edge e (2m, the root chain, where alpha[e] < 0), then
-// key[m + p] = 2 cid[point_alpha[p]] + point_side[p] for point p.
+// side[e] for edge e (2m, the root chain, where alpha[e] < 0).
 template <typename I>
 __global__ void record_keys(const int* __restrict__ alpha, const signed char* __restrict__ side,
-                            const int* __restrict__ point_alpha,
-                            const signed char* __restrict__ point_side,
-                            const I* __restrict__ cid, I* key, long long m, long long n) {
-    GRID_STRIDE(i, m + n) {
-        if (i < m) {
-            int a = alpha[i];
-            key[i] = a < 0 ? (I)(2 * m) : (I)(2 * (long long)cid[a] + side[i]);
-        } else {
-            long long p = i - m;
-            key[i] = (I)(2 * (long long)cid[point_alpha[p]] + point_side[p]);
-        }
+                            const I* __restrict__ cid, I* key, long long m) {
+    GRID_STRIDE(e, m) {
+        int a = alpha[e];
+        key[e] = a < 0 ? (I)(2 * m) : (I)(2 * (long long)cid[a] + side[e]);
     }
 }
 
@@ -187,17 +179,19 @@ __global__ void chain_tops(const I* __restrict__ skey, const I* __restrict__ ord
 }
 
 // A point is alone on its chain (round 1's): the top, a child of the edge
-// the chain names, on the key's side; pslot[p] = 2 edge + side.
+// the chain names (pkey[p] >> 1 its number), on the key's side.
 template <typename I>
-__global__ void point_tops(const I* __restrict__ pslot, I* children, long long n) {
+__global__ void point_children(const I* __restrict__ pkey, const I* __restrict__ owner,
+                               I* children, long long n) {
     GRID_STRIDE(p, n) {
-        children[pslot[p]] = (I)p;
+        I k = pkey[p];
+        children[2 * (long long)owner[k >> 1] + (k & 1)] = (I)p;
     }
 }
 
 // Any other item is a child of the next item of its chain (an edge), in the
 // slot a chain top left free; then each edge's pair is ordered.  After
-// chain_tops and point_tops: an edge has at most one child below it in its
+// chain_tops, with the points in place: an edge has at most one child below it in its
 // own chain.
 template <typename I>
 __global__ void chain_below(const I* __restrict__ skey, const I* __restrict__ order,

@@ -17,7 +17,7 @@ import numpy as np
 from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
-            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
+            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_children",
             "record_keys", "chain_below",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
@@ -212,25 +212,56 @@ def chain_keys(key, items, comp, best, cid, side):
     return alpha
 
 
-def record_keys(hierarchy, cid, m, n):
-    """(m + n,) cupy array of cid's type: the chain keys of the recorded
-    picks (``products.chains.record_chains``), one thread an item.
+def record_keys(hierarchy, cid, m):
+    """(m,) cupy array of cid's type: the edges' chain keys from the
+    recorded picks (``products.chains.record_chains``), one thread an edge.
 
     Parameters
     ----------
     hierarchy : dict of cupy arrays (``SpanningTree.hierarchy``): ``alpha``
-        (m,) int32, ``side`` (m,) int8, ``point_alpha`` (n,) int32,
-        ``point_side`` (n,) int8.
+        (m,) int32, ``side`` (m,) int8.
     cid : (m,) int32 or int64 cupy array, every edge's chain number.
+    m : int, the number of edges.
+    """
+    import cupy
+
+    key = cupy.empty(m, cid.dtype)
+    _launch("record_keys", cid, m, (hierarchy["alpha"], hierarchy["side"], cid, key,
+                                    np.int64(m)))
+    return key
+
+
+def point_children(pkey, owner, m, n):
+    """(m, 2) cupy array of pkey's type: the dendrogram's children with
+    only the points in place (-1 elsewhere), one thread a point.
+
+    Parameters
+    ----------
+    pkey : (n,) int32 or int64 cupy array, every point's chain key.
+    owner : (m,) same type, the edge each chain key names.
     m, n : int, the numbers of edges and points.
     """
     import cupy
 
-    key = cupy.empty(m + n, cid.dtype)
-    _launch("record_keys", cid, m + n,
-            (hierarchy["alpha"], hierarchy["side"], hierarchy["point_alpha"],
-             hierarchy["point_side"], cid, key, np.int64(m), np.int64(n)))
-    return key
+    children = cupy.full((m, 2), -1, pkey.dtype)
+    if m:
+        _launch("point_children", pkey, n, (cupy.ascontiguousarray(pkey), owner, children,
+                                            np.int64(n)))
+    return children
+
+
+@functools.cache
+def _above_kernel():
+    import cupy
+
+    return cupy.ElementwiseKernel("int32 alpha", "bool above", "above = alpha >= 0 && i > alpha",
+                                  "emst_above_their_pick")
+
+
+def above_their_pick(alpha):
+    """(m,) bool cupy: ``alpha[r] >= 0 and r > alpha[r]`` (alpha (m,) int32
+    cupy, the recorded picks by rank), one pass."""
+    return _above_kernel()(alpha)
 
 
 @functools.cache
@@ -265,34 +296,25 @@ def linkage_rows(children, weight, size):
     return Z
 
 
-def chain_children(skey, order, pslot, owner, m, n):
-    """The two clusters every edge merges, from the edges in chain order
-    and the points' chains.
+def chain_children(skey, order, children, owner, m, n):
+    """The two clusters every edge merges, in place, from the edges in
+    chain order.
 
     Parameters
     ----------
     skey : (m,) int32 or int64 cupy array, the edges' chain keys, sorted.
     order : (m,) same type, the edges in that order.
-    pslot : (n,) same type, every point's place in ``children``: 2 edge +
-        side of the chain it is alone on.
+    children : (m, 2) same type, C-contiguous, the points in their slots and
+        -1 in the others; receives every edge's two clusters as linkage ids
+        (points' rows, n + edge), the smaller first.
     owner : (m,) same type, the edge each chain key names.
     m, n : int, the numbers of edges and points.
-
-    Returns
-    -------
-    children : (m, 2) cupy array of the index type, linkage ids (points'
-        rows, n + edge), the smaller first.
     """
-    import cupy
-
     count = int(skey.shape[0])
-    children = cupy.full((m, 2), -1, skey.dtype)
     args = (np.int64(count), np.int64(m), np.int64(n))
     _launch("chain_tops", skey, count, (skey, order, owner, children) + args)
-    _launch("point_tops", pslot, n, (pslot, children, np.int64(n)))
     _launch("chain_below", skey, count, (skey, order, children) + args)
     _launch("order_pairs", skey, m, (children, np.int64(m)))
-    return children
 
 
 def chain_sizes(skey, order, owner, weight, size, lo, hi, m):
