@@ -323,7 +323,7 @@ class CpuKernels:
     def compute_core_distances(cls, bvh, min_samples):
         """Squared core distances from k-NN lists, which are kept on ``bvh``.
 
-        The ``min(max(min_samples - 1, neighbour_list_size(d)), n - 1)`` nearest
+        The ``min(max(min_samples, neighbour_list_size(d)), n - 1)`` nearest
         other points of every point go to ``bvh.knn_j`` (and the last one's
         squared distance to ``bvh.knn_bound``): they also answer the first
         Borůvka searches.
@@ -341,8 +341,13 @@ class CpuKernels:
             tree order.
         """
         # k_pts counts the point itself: the (k_pts - 1)-th other neighbour.
-        # The lists are kept: they also answer the first Borůvka searches.
-        k = min(max(min_samples - 1, neighbour_list_size(bvh.d)), bvh.n - 1)
+        # The lists are kept: they also answer the first Borůvka searches,
+        # and list one point beyond the core's so that they can: a listed
+        # answer is exact below the last listed distance, and most points'
+        # best mutual-reachability edge weighs their own core distance
+        # (a neighbour with a smaller one), which a list ending at the core
+        # distance can never show to be strictly below it
+        k = min(max(min_samples, neighbour_list_size(bvh.d)), bvh.n - 1)
         bvh.knn_j, bvh.knn_bound, core2 = cls.k_nearest_neighbours(bvh, k, min_samples - 2)
         return core2
 
