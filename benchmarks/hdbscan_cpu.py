@@ -37,6 +37,19 @@ if str(ROOT) not in sys.path:
 from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
 
 
+def _versions():
+    """The installed versions of the tools and of what they run on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("emst-dask", "fast_hdbscan", "hdbscan", "scikit-learn", "numba", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def _run_tool(tool, X, m, k):
     if tool == "emst_dask":
         from emst_dask import HDBSCAN
@@ -133,7 +146,8 @@ def main():
     out = a.out or str(HERE / "results" / f"hdbscan-cpu-{a.machine}.json")
     info = {"machine": a.machine, "cpus": os.cpu_count(), "python": platform.python_version(),
             "dataset": a.dataset, "n": a.n, "d": a.dim, "dtype": "float64",
-            "min_cluster_size": a.min_cluster_size, "min_samples": a.min_samples}
+            "min_cluster_size": a.min_cluster_size, "min_samples": a.min_samples,
+            "versions": _versions()}
     with open(out, "w") as fh:
         json.dump({"info": info, "rows": rows}, fh, indent=1)
     print(f"wrote {out}")
