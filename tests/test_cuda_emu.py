@@ -79,12 +79,25 @@ def test_emulated_chain(emulated_cuda):
     assert abs(tree.total_weight - x[-1]) <= 1e-9 * x[-1]
 
 
+def _same_chains(got, want, n, it, point_children):
+    """record_chains' output equals boruvka_chains': the edges' keys, the
+    points' places in the children (the recorded array against the
+    rounds' slots), the chains' owners, the rounds' ends."""
+    m = n - 1
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1].shape == (m, 2) and want[1].shape == (n,)
+    np.testing.assert_array_equal(point_children(np, got[1], m, n, it),
+                                  point_children(np, want[1], m, n, it))
+    np.testing.assert_array_equal(got[2], want[2])
+    assert got[3] == want[3]
+
+
 @pytest.mark.parametrize("name,pts,min_samples", list(_cases()), ids=lambda v: v if isinstance(v, str) else "")
 def test_emulated_hierarchy_equals_the_rounds(emulated_cuda, name, pts, min_samples):
     # the picks the engine records are the dendrogram's Borůvka rounds: the
     # same chains, and the same HDBSCAN* clusters without rounds of their own
     from emst_dask.engine.core import spanning_tree
-    from emst_dask.products.chains import boruvka_chains, record_chains
+    from emst_dask.products.chains import boruvka_chains, point_children, record_chains
     from emst_dask.products.hdbscan.device import extract_xp
 
     tree = spanning_tree(pts, min_samples, "cuda", hierarchy=True)
@@ -94,9 +107,7 @@ def test_emulated_hierarchy_equals_the_rounds(emulated_cuda, name, pts, min_samp
     for it in (np.int32, np.int64):
         got = record_chains(np, h, n, it)
         want = boruvka_chains(np, tree.source, tree.target, n, it)
-        for a, b in zip(got[:3], want[:3]):  # edges' keys, points' slots, owners
-            np.testing.assert_array_equal(a, b)
-        assert got[3] == want[3]
+        _same_chains(got, want, n, it, point_children)
     for mcs, method in ((5, "eom"), (12, "leaf")):
         a = extract_xp(np, tree.source, tree.target, tree.weight, n, mcs, method, False,
                        0.0, None, hierarchy=h)
@@ -146,7 +157,7 @@ def test_emulated_linkage_from_picks_when_square_roots_tie(emulated_cuda):
 @pytest.mark.parametrize("case", ["n2", "n3", "n3dup", "periodic", "periodic_mrd", "far"])
 def test_emulated_hierarchy_small_periodic_and_far(emulated_cuda, case):
     from emst_dask.engine.core import spanning_tree
-    from emst_dask.products.chains import boruvka_chains, record_chains
+    from emst_dask.products.chains import boruvka_chains, point_children, record_chains
 
     rng = np.random.default_rng(1)
     pts, k, box = {
@@ -160,6 +171,4 @@ def test_emulated_hierarchy_small_periodic_and_far(emulated_cuda, case):
         check_spanning_tree(tree, pts, k)
     got = record_chains(np, tree.hierarchy, len(pts), np.int32)
     want = boruvka_chains(np, tree.source, tree.target, len(pts), np.int32)
-    for a, b in zip(got[:3], want[:3]):
-        np.testing.assert_array_equal(a, b)
-    assert got[3] == want[3]
+    _same_chains(got, want, len(pts), np.int32, point_children)

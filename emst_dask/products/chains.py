@@ -147,9 +147,10 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
     -------
     key : (m,) ``it``, the chain of every edge: ``2 * cid[alpha] + side``,
         or ``2 * m`` for the root chain.
-    points : (m, 2) ``it``, the dendrogram's children with only the points
-        in place: a point is alone on its chain (round 1's), the child of
-        the edge its chain names, on its side; -1 in every other slot.
+    points : (n,) ``it``, every point's slot in the dendrogram's (m, 2)
+        children, ``2 * edge + side``: a point is alone on its chain (round
+        1's), the child of the edge its chain names, on its side
+        (``point_children`` makes the array).
     owner : (m,) ``it``, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
         name (``c`` numbers the edges round by round, in the order they were
         picked, so the chains of later rounds sort after those of earlier ones).
@@ -209,19 +210,32 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         # pick, at its own rank: the first chain up from the pick's whose
         # top edge is heavier (the picks of later rounds are placed already).
         _place(xp, key, owner, edge, target, m)
-    return key[:m], _point_children(xp, key[m:], owner, m, n), owner, round_ends
+    pkey = key[m:]
+    points = 2 * owner[pkey >> 1] + (pkey & 1) if m else xp.zeros(n, it)
+    # the edges' keys apart, so that the sort's peak holds no points' keys
+    return key[:m].copy(), points.astype(it, copy=False), owner, round_ends
 
 
-def _point_children(xp, pkey, owner, m, n):
-    """(m, 2) of pkey's dtype: every point (pkey, (n,), its chain) in its
-    slot under the edge its chain names, -1 elsewhere."""
+def point_children(xp, points, m, n, it):
+    """(m, 2) ``it``: the dendrogram's children with the points in place
+    and -1 in every other slot.
+
+    Parameters
+    ----------
+    xp : numpy or cupy.
+    points : the chain builders' ``points``: (n,) slots, or the recorded
+        (m, 2) children (copied, not written).
+    m, n : int, the numbers of edges and points.
+    it : the index dtype.
+    """
+    if points.ndim == 2:
+        return points.astype(it)  # a copy
     if xp is not np:  # one thread a point
-        from ..kernels.cuda.dendrogram import point_children
+        from ..kernels.cuda.dendrogram import point_tops
 
-        return point_children(pkey, owner, m, n)
-    children = xp.full((m, 2), -1, pkey.dtype)
-    if m:
-        children.reshape(-1)[2 * owner[pkey >> 1] + (pkey & 1)] = xp.arange(n, dtype=pkey.dtype)
+        return point_tops(points, m, n)
+    children = xp.full((m, 2), -1, it)
+    children.reshape(-1)[points] = xp.arange(n, dtype=it)
     return children
 
 
@@ -244,9 +258,9 @@ def record_chains(xp, hierarchy, n, it=np.int64):
 
     Returns
     -------
-    key, points, owner, round_ends : as ``boruvka_chains`` (``points`` is a
-        copy of the recorded ``point_children``: the recording put every
-        point in its slot already).
+    key, points, owner, round_ends : as ``boruvka_chains``, but ``points``
+        is the recorded ``point_children`` itself, (m, 2) int32 with every
+        point in its slot already (read only: ``point_children`` copies it).
     """
     alpha = hierarchy["alpha"]
     rounds = hierarchy["round"]
@@ -274,7 +288,7 @@ def record_chains(xp, hierarchy, n, it=np.int64):
     for lo, hi in pairwise(bounds):
         edge = follow[lo:hi].astype(it)
         _place(xp, key, owner, edge, alpha[edge].astype(it, copy=False), m)
-    return key, hierarchy["point_children"].astype(it), owner, round_ends
+    return key, hierarchy["point_children"], owner, round_ends
 
 
 def _above_their_pick(xp, alpha):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..arrays import scatter_add, stable_argsort
 from ..engine.boruvka import Timers
-from .chains import boruvka_chains, index_dtype, record_chains
+from .chains import boruvka_chains, index_dtype, point_children, record_chains
 
 
 def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
@@ -60,19 +60,22 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
     timers = timers or Timers(enabled=False)
     timers.start()
     if hierarchy is not None and m:
-        key, children, edge_of, round_ends = record_chains(xp, hierarchy, n, it)
+        key, points, edge_of, round_ends = record_chains(xp, hierarchy, n, it)
     else:
-        key, children, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
+        key, points, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
     timers.stop("dendrogram_rounds")
     if m == 0:
         return xp.zeros((0, 2), it), xp.zeros(0, it)
     # the edges in chain order (a stable sort by chain: they come in rank
-    # order); the points, alone on their chains, are in ``children`` already
+    # order); the points, alone on their chains, need only their slots,
+    # placed after the sort (its peak memory holds no children yet)
     order = stable_argsort(xp, key)
     order = order.astype(it, copy=False)
     skey = key[order]
     del key
     timers.stop("dendrogram_chains")
+    children = point_children(xp, points, m, n, it)
+    del points
     _children(xp, skey, order, children, edge_of, m, n)
     timers.stop("dendrogram_children")
     size = _sizes(xp, skey, order, children, n, edge_of, round_ends, m)

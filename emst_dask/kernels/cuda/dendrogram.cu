@@ -179,13 +179,11 @@ __global__ void chain_tops(const I* __restrict__ skey, const I* __restrict__ ord
 }
 
 // A point is alone on its chain (round 1's): the top, a child of the edge
-// the chain names (pkey[p] >> 1 its number), on the key's side.
+// the chain names, on the key's side; pslot[p] = 2 edge + side.
 template <typename I>
-__global__ void point_children(const I* __restrict__ pkey, const I* __restrict__ owner,
-                               I* children, long long n) {
+__global__ void point_tops(const I* __restrict__ pslot, I* children, long long n) {
     GRID_STRIDE(p, n) {
-        I k = pkey[p];
-        children[2 * (long long)owner[k >> 1] + (k & 1)] = (I)p;
+        children[pslot[p]] = (I)p;
     }
 }
 

@@ -17,7 +17,7 @@ import numpy as np
 from .backend import THREADS, grid_stride_blocks
 
 _KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
-            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_children",
+            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
             "record_keys", "chain_below",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
@@ -231,22 +231,22 @@ def record_keys(hierarchy, cid, m):
     return key
 
 
-def point_children(pkey, owner, m, n):
-    """(m, 2) cupy array of pkey's type: the dendrogram's children with
+def point_tops(pslot, m, n):
+    """(m, 2) cupy array of pslot's type: the dendrogram's children with
     only the points in place (-1 elsewhere), one thread a point.
 
     Parameters
     ----------
-    pkey : (n,) int32 or int64 cupy array, every point's chain key.
-    owner : (m,) same type, the edge each chain key names.
+    pslot : (n,) int32 or int64 cupy array, every point's slot (2 edge +
+        side).
     m, n : int, the numbers of edges and points.
     """
     import cupy
 
-    children = cupy.full((m, 2), -1, pkey.dtype)
+    children = cupy.full((m, 2), -1, pslot.dtype)
     if m:
-        _launch("point_children", pkey, n, (cupy.ascontiguousarray(pkey), owner, children,
-                                            np.int64(n)))
+        _launch("point_tops", pslot, n, (cupy.ascontiguousarray(pslot), children,
+                                         np.int64(n)))
     return children
 
 
