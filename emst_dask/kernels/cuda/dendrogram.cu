@@ -189,8 +189,8 @@ __global__ void point_tops(const I* __restrict__ pslot, I* children, long long n
 
 // Any other item is a child of the next item of its chain (an edge), in the
 // slot a chain top left free; then each edge's pair is ordered.  After
-// chain_tops, with the points in place: an edge has at most one child below it in its
-// own chain.
+// chain_tops, with the points in place: an edge has at most one child below
+// it in its own chain.
 template <typename I>
 __global__ void chain_below(const I* __restrict__ skey, const I* __restrict__ order,
                             I* children, long long count, long long m, long long n) {
