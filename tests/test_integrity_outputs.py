@@ -904,67 +904,70 @@ def test_cli_generate_overwrite_refuses_the_packages_other_npy_files(runner, tmp
     assert res.exit_code == 0 and np.load(tmp_path / "g.npy").shape[0] == 50, res.output
 
 
-def _picture_sources(runner, tmp_path, pts):
-    """The points, their tree and their clusters, once per directory: the
-    inputs of the picture-drawing commands."""
-    src = tmp_path / "pts.npy"
-    if not src.exists():
-        np.save(src, pts)
-        assert runner.invoke(main, ["run", str(src), "--out", str(tmp_path / "e.zarr")]
-                             ).exit_code == 0
-        assert runner.invoke(main, ["hdbscan", str(src), "-m", "5", "--out",
-                                    str(tmp_path / "h.zarr")]).exit_code == 0
-    return src
+@pytest.fixture(scope="module")
+def picture_sources(tmp_path_factory, pts):
+    """A directory with the points, their tree and their clusters, computed
+    once a module (each costs a job on the embedded cluster): the inputs of
+    the picture-drawing commands, which the tests only read."""
+    where = tmp_path_factory.mktemp("picture-sources")
+    runner = CliRunner()
+    np.save(where / "pts.npy", pts)
+    res = runner.invoke(main, ["run", str(where / "pts.npy"), "--out", str(where / "e.zarr")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["hdbscan", str(where / "pts.npy"), "-m", "5", "--out",
+                               str(where / "h.zarr")])
+    assert res.exit_code == 0, res.output
+    return where
 
 
-def _cli_picture(runner, tmp_path, pts, command, picture, *extra):
-    """Run a picture-drawing command on ``pts``; its result."""
-    src = _picture_sources(runner, tmp_path, pts)
-    args = {"plot": ["plot", str(tmp_path / "e.zarr"), "--points", str(src), "--out"],
-            "plot-clusters": ["plot-clusters", str(tmp_path / "h.zarr"), "--points", str(src),
+def _cli_picture(runner, sources, tmp_path, command, picture, *extra):
+    """Run a picture-drawing command on the ``sources`` directory's inputs
+    (its outputs other than the picture go to ``tmp_path``); its result."""
+    src = sources / "pts.npy"
+    args = {"plot": ["plot", str(sources / "e.zarr"), "--points", str(src), "--out"],
+            "plot-clusters": ["plot-clusters", str(sources / "h.zarr"), "--points", str(src),
                               "--out"],
-            "stats": ["stats", str(tmp_path / "e.zarr"), "--points", str(src), "--plot"],
+            "stats": ["stats", str(sources / "e.zarr"), "--points", str(src), "--plot"],
             "hdbscan": ["hdbscan", str(src), "-m", "5", "--out",
                         str(tmp_path / f"h-{len(os.listdir(tmp_path))}.zarr"), "--plot"]}
     return runner.invoke(main, args[command] + [str(picture), *extra])
 
 
 @pytest.mark.parametrize("command", ["plot", "plot-clusters", "stats", "hdbscan"])
-def test_cli_pictures_never_replace_a_users_file(runner, tmp_path, pts, command):
+def test_cli_pictures_never_replace_a_users_file(runner, picture_sources, tmp_path, command):
     """A picture is an output: a file there already (the user's thesis.pdf)
     is refused, with or without --overwrite, and left as it was; a picture
     this package drew is replaced only with --overwrite."""
     thesis = tmp_path / "thesis.pdf"
     thesis.write_bytes(b"%PDF-1.4 the user's own words")
     for extra in ((), ("--overwrite",)):
-        res = _cli_picture(runner, tmp_path, pts, command, thesis, *extra)
+        res = _cli_picture(runner, picture_sources, tmp_path, command, thesis, *extra)
         assert res.exit_code != 0 and "thesis.pdf" in res.output, res.output
         assert thesis.read_bytes() == b"%PDF-1.4 the user's own words"
     drawn = tmp_path / "drawn.svg"
-    res = _cli_picture(runner, tmp_path, pts, command, drawn)
+    res = _cli_picture(runner, picture_sources, tmp_path, command, drawn)
     assert res.exit_code == 0 and drawn.read_bytes().lstrip().startswith(b"<?xml"), res.output
-    res = _cli_picture(runner, tmp_path, pts, command, drawn)
+    res = _cli_picture(runner, picture_sources, tmp_path, command, drawn)
     assert res.exit_code != 0 and "already exists" in res.output, res.output
-    res = _cli_picture(runner, tmp_path, pts, command, drawn, "--overwrite")
+    res = _cli_picture(runner, picture_sources, tmp_path, command, drawn, "--overwrite")
     assert res.exit_code == 0, res.output
     assert no_tmp_siblings(str(drawn))
 
 
 @pytest.mark.parametrize("command", ["plot", "plot-clusters", "stats", "hdbscan"])
 @pytest.mark.parametrize("where", ["suffix", "directory"])
-def test_cli_a_picture_that_cannot_be_drawn_is_refused_before_any_work(runner, tmp_path, pts,
-                                                                      command, where):
+def test_cli_a_picture_that_cannot_be_drawn_is_refused_before_any_work(
+        runner, picture_sources, tmp_path, command, where):
     """An unknown picture format or a missing directory is refused before
-    the work: nothing is computed or written."""
-    _picture_sources(runner, tmp_path, pts)
-    before = sorted(os.listdir(tmp_path))
+    the work: nothing is computed or written, here or beside the inputs."""
+    before = sorted(os.listdir(tmp_path)), contents(picture_sources)
     bad = tmp_path / ("p.txt" if where == "suffix" else "nodir/p.png")
-    res = _cli_picture(runner, tmp_path, pts, command, bad)
+    res = _cli_picture(runner, picture_sources, tmp_path, command, bad)
     assert res.exit_code != 0, res.output
     assert (".png, .pdf or .svg" if where == "suffix" else "no directory") in res.output, \
         res.output
     assert "wrote" not in res.output and "n=" not in res.output, res.output
-    assert sorted(os.listdir(tmp_path)) == before
+    assert (sorted(os.listdir(tmp_path)), contents(picture_sources)) == before
 
 
 def test_cli_hdbscan_plot_of_npy_labels_is_refused_before_any_work(runner, tmp_path, pts):
