@@ -123,6 +123,25 @@ def test_cupy_equals_host(name, method):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", ["lattice", "duplicates"])
+def test_cupy_int64_indices_equal_host(name, monkeypatch):
+    # the device kernels' int64 instantiations (above 2**31 dendrogram nodes)
+    cupy = pytest.importorskip("cupy")
+    import emst_dask.products.dendrogram as dendrogram_module
+
+    monkeypatch.setattr(dendrogram_module, "index_dtype", lambda m, n: np.int64)
+    pts = clouds(3)[name]
+    tree = emst(pts, min_samples=3, backend="cpu")
+    n = len(pts)
+    host = extract(tree.source, tree.target, tree.weight, n, 6)
+    dev = extract(cupy.asarray(tree.source), cupy.asarray(tree.target),
+                  cupy.asarray(tree.weight), n, 6)
+    dev.labels, dev.probabilities = dev.labels.get(), dev.probabilities.get()
+    dev.outlier_scores = dev.outlier_scores.get()
+    same(host, dev)
+
+
+@pytest.mark.gpu
 def test_estimator_on_the_device_equals_the_host():
     cupy = pytest.importorskip("cupy")
     pts = clouds(2)["blobs"].astype(np.float32)

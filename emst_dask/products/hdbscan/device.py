@@ -136,6 +136,68 @@ def _subtree_max(cparent, death):
     return top
 
 
+def _label_points(xp, pcl, lam, anc, rank, death, smax, single_root, threshold):
+    """Labels, probabilities and GLOSH scores of the points (``scores``'
+    ``_label_points`` and ``_glosh``), one gather per point.
+
+    Parameters
+    ----------
+    pcl : (n,) int32 or int64 array of ``xp``, the cluster every point leaves.
+    lam : (n,) float64 array of ``xp``, the lambda it leaves at.
+    anc, rank : (K,) int64 numpy, the nearest selected cluster at or above
+        each cluster (-1 for none), and each selected cluster's label.
+    death, smax : (K,) float64 numpy, the largest lambda of a point leaving
+        each cluster, and in each cluster's subtree.
+    single_root : bool, the root is the one selected cluster; threshold :
+        float, the lambda a point needs to stay in it.
+
+    Returns
+    -------
+    labels : (n,) int64, -1 for noise; prob, scores : (n,) float64; arrays
+    of ``xp``.
+    """
+    anc_x = xp.asarray(anc.astype(pcl.dtype))
+    if xp is not np:  # one thread a point
+        from ...kernels.cuda.clusters import label_points
+
+        return label_points(pcl, lam, anc_x, xp.asarray(rank), xp.asarray(death),
+                            xp.asarray(smax), single_root, threshold)
+    # in place where it can, so that few (n,) temporaries are held at once
+    sel = anc_x[pcl]  # the nearest selected cluster at or above
+    del anc_x
+    keep = sel >= 0
+    keep &= (sel != 0) | (lam >= threshold) if single_root else sel != 0
+    xp.maximum(sel, 0, out=sel)
+    labels = xp.asarray(rank)[sel]
+    xp.copyto(labels, -1, where=~keep)
+    d = xp.asarray(death)[sel]
+    del sel
+    inf = xp.isinf(lam)
+    prob = xp.where(inf, 0.0, lam)
+    xp.minimum(prob, d, out=prob)
+    zero = d == 0.0
+    xp.copyto(d, 1.0, where=zero)
+    prob /= d
+    del d
+    zero |= inf
+    xp.copyto(prob, 1.0, where=zero)
+    xp.copyto(prob, 0.0, where=~keep)
+    del keep, inf, zero
+
+    mx = xp.asarray(smax)[pcl]
+    finite = xp.isfinite(lam)
+    zero = (mx == 0.0) | ~finite
+    plain = xp.isfinite(mx) & (mx != 0.0)
+    xp.copyto(mx, 1.0, where=~plain)
+    scores = xp.where(finite, lam, 0.0)
+    xp.subtract(mx, scores, out=scores)
+    scores /= mx
+    del mx, finite
+    xp.copyto(scores, 1.0, where=~plain)
+    xp.copyto(scores, 0.0, where=zero)
+    return labels, prob, scores
+
+
 @njit(cache=True)
 def _run_sums_host(offsets, run_lam, run_cnt, birth):
     K = offsets.shape[0] - 1
@@ -305,8 +367,7 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     selected, eom_stab = _select(table, n, method, allow_single, eps, max_size)
     timers.stop("selection")
 
-    # labels and probabilities (``scores._label_points``, one gather per point;
-    # in place where it can, so that few (n,) temporaries are held at once)
+    # labels, probabilities and GLOSH scores (``scores._label_points``)
     mask = np.zeros(K, np.bool_)
     rank = np.full(K, -1, np.int64)
     k_sel = selected - n
@@ -315,41 +376,10 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     anc = _nearest_selected(cparent, mask)
     single_root = bool(allow_single and k_sel.shape[0] == 1 and mask[0])
     threshold = 1.0 / eps if eps != 0.0 else float(death[0])
-    sel = xp.asarray(anc.astype(pcl.dtype))[pcl]  # the nearest selected cluster at or above
-    keep = sel >= 0
-    keep &= (sel != 0) | (lam >= threshold) if single_root else sel != 0
-    xp.maximum(sel, 0, out=sel)
-    labels = xp.asarray(rank)[sel]
-    xp.copyto(labels, -1, where=~keep)
-    d = xp.asarray(death)[sel]
-    del sel
-    inf = xp.isinf(lam)
-    prob = xp.where(inf, 0.0, lam)
-    xp.minimum(prob, d, out=prob)
-    zero = d == 0.0
-    xp.copyto(d, 1.0, where=zero)
-    prob /= d
-    del d
-    zero |= inf
-    xp.copyto(prob, 1.0, where=zero)
-    xp.copyto(prob, 0.0, where=~keep)
-    del keep, inf, zero
-
-    # GLOSH (``scores._glosh``): the largest lambda below each cluster
-    mx = xp.asarray(_subtree_max(cparent, death))[pcl]
-    finite = xp.isfinite(lam)
-    zero = (mx == 0.0) | ~finite
-    plain = xp.isfinite(mx) & (mx != 0.0)
-    xp.copyto(mx, 1.0, where=~plain)
-    scores = xp.where(finite, lam, 0.0)
-    xp.subtract(mx, scores, out=scores)
-    scores /= mx
-    del mx, finite
-    xp.copyto(scores, 1.0, where=~plain)
-    xp.copyto(scores, 0.0, where=zero)
-    del plain, zero
-
-    sizes = to_host(xp.bincount(labels[labels >= 0], minlength=k_sel.shape[0]))
+    smax = _subtree_max(cparent, death)  # GLOSH: the largest lambda below each cluster
+    labels, prob, scores = _label_points(xp, pcl, lam, anc, rank, death, smax, single_root,
+                                         threshold)
+    sizes = to_host(xp.bincount(labels + 1, minlength=k_sel.shape[0] + 1)[1:])
     lam_max = max(float(lam.max()), float(birth.max()) if K else 0.0)
     persistence = persistence_of_sizes(sizes, selected, eom_stab, lam_max, n)
     condensed = DeviceCondensed(xp, cparent, birth, size, pcl, lam, n)

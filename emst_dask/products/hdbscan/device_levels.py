@@ -25,6 +25,95 @@ def _lam(xp, h):
     return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
 
 
+def _level_sets(xp, children, w, n):
+    """Steps 1 and 2: (2n - 1,) every node's level-set parent (the top of
+    the run of equal heights holding its parent, a node id; -1 for the
+    root), and (m,) bool, the merges that are level-set nodes."""
+    if xp is not np:  # one pass a step
+        from ...kernels.cuda.clusters import level_set_parents
+
+        return level_set_parents(children, w, n)
+    it = children.dtype.type
+    m, N, R = n - 1, 2 * n - 1, 2 * n - 2
+    parent = xp.full(N, -1, it)
+    merge = xp.arange(n, N, dtype=it)
+    parent[children[:, 0]] = merge
+    parent[children[:, 1]] = merge
+    del merge
+    # every merge to the top of its run of equal heights (a point is never
+    # part of its parent's merge); indices of merges i = v - n
+    up = xp.arange(m, dtype=it)
+    pm = parent[n:R] - n
+    xp.copyto(up[:-1], pm, where=w[pm] == w[:-1])
+    del pm
+    top = jump_to_roots(xp, up)
+    del up
+    level = top == xp.arange(m, dtype=it)  # the merges that are nodes of the level sets
+    top += n
+    for lo, hi in ((0, n), (n, R)):  # level-set parents, in place of the parents
+        if hi > lo:
+            xp.take(top, parent[lo:hi] - n, out=parent[lo:hi])
+    return parent, level
+
+
+def _holders_and_births(xp, mparent, level, size, n, mcs):
+    """(m,) bool: the holders (big merges, level-set nodes of at least
+    ``mcs`` points, and the root) and the births (the big children of a
+    merge with two or more, and the root)."""
+    if xp is not np:
+        from ...kernels.cuda.clusters import holders_and_births
+
+        return holders_and_births(mparent, level, size, n, mcs)
+    m = n - 1
+    it = mparent.dtype.type
+    big = level & (size >= mcs)
+    big[-1] = False
+    big_ids = xp.flatnonzero(big)
+    up_big = mparent[big_ids + n] - n
+    n_big = xp.zeros(m, it)
+    scatter_add(xp, n_big, up_big, xp.ones(big_ids.shape[0], it))
+    birth = xp.zeros(m, bool)
+    birth[big_ids] = n_big[up_big] >= 2
+    birth[-1] = True
+    big[-1] = True
+    return big, birth
+
+
+def _highest_small(xp, mparent, level, size, n, mcs):
+    """(2n - 1,): small nodes (all points, small level merges) climb while
+    their level-set parent is small; the top of every node's climb."""
+    if xp is not np:
+        from ...kernels.cuda.clusters import highest_small
+
+        return highest_small(mparent, level, size, n, mcs)
+    N, R = 2 * n - 1, 2 * n - 2
+    climb = xp.arange(N, dtype=mparent.dtype)
+    mp = mparent[:R]
+    goes = (mp != R) & (size[mp - n] < mcs)
+    goes[n:] &= level[:-1] & (size[:-1] < mcs)
+    xp.copyto(climb[:R], mp, where=goes)
+    del mp, goes
+    return jump_to_roots(xp, climb)
+
+
+def _points_leave(xp, top, mparent, w, where, holder_birth, n, h, B):
+    """Every point's birth and lambda where it leaves (at the parent of the
+    top of its climb: the lowest big merge, or the root, above it); the
+    points leaving at each holder; the smallest row leaving each birth."""
+    if xp is not np:  # one pass over the points
+        from ...kernels.cuda.clusters import points_leave
+
+        return points_leave(top, mparent, w, where, holder_birth, n, h, B)
+    leave_at = mparent[top[:n]] - n
+    point_lambda = _lam(xp, w[leave_at])
+    leave_holder = where[leave_at]
+    del leave_at
+    point_cluster = holder_birth[leave_holder]
+    holder_count, _ = tally(xp, leave_holder, h)
+    _, min_row = tally(xp, point_cluster, B, first=True)  # n for none
+    return point_cluster, point_lambda, holder_count, min_row
+
+
 def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=None):
     """Steps 1 to 3: the clusters (births) and where every point leaves.
 
@@ -68,65 +157,21 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     del s, t
     it = children.dtype.type
     timers.start()
-    m, N, R = n - 1, 2 * n - 1, 2 * n - 2
+    m = n - 1
     mcs = min_cluster_size
-    parent = xp.full(N, -1, it)
-    merge = xp.arange(n, N, dtype=it)
-    parent[children[:, 0]] = merge
-    parent[children[:, 1]] = merge
-    del children, merge
-
-    # 2. the level sets: every merge to the top of its run of equal heights
-    # (a point is never part of its parent's merge); indices of merges i = v - n
-    up = xp.arange(m, dtype=it)
-    pm = parent[n:R] - n
-    xp.copyto(up[:-1], pm, where=w[pm] == w[:-1])
-    del pm
-    top = jump_to_roots(xp, up)
-    del up
-    level = top == xp.arange(m, dtype=it)  # the merges that are nodes of the level sets
-    top += n
-    for lo, hi in ((0, n), (n, R)):  # level-set parents, in place of the parents
-        if hi > lo:
-            xp.take(top, parent[lo:hi] - n, out=parent[lo:hi])
-    mparent = parent  # node ids, -1 for the root
-    del parent, top
+    mparent, level = _level_sets(xp, children, w, n)  # node ids, -1 for the root
+    del children
     timers.stop("level_sets")
 
     # 3. big merges, births, and the cluster every point leaves
-    big = level & (size >= mcs)
-    big[-1] = False
-    big_ids = xp.flatnonzero(big)
-    up_big = mparent[big_ids + n] - n
-    n_big = xp.zeros(m, it)
-    scatter_add(xp, n_big, up_big, xp.ones(big_ids.shape[0], it))
-    birth = xp.zeros(m, bool)
-    birth[big_ids] = n_big[up_big] >= 2
-    birth[-1] = True
-    del n_big, big_ids, up_big
-
-    # small nodes (all points, small level merges) climb while their
-    # level-set parent is small: the top of the climb leaves at its parent
-    climb = xp.arange(N, dtype=it)
-    mp = mparent[:R]
-    goes = (mp != R) & (size[mp - n] < mcs)
-    goes[n:] &= level[:-1] & (size[:-1] < mcs)
-    xp.copyto(climb[:R], mp, where=goes)
-    del mp, goes, level
-    highest_small = jump_to_roots(xp, climb)
-    del climb
-    leave_at = mparent[highest_small[:n]] - n  # the lowest big merge (or the root) above
-    del highest_small
-    point_lambda = _lam(xp, w[leave_at])
-
-    big[-1] = True  # the holders: big merges and the root, by node id
-    holders = xp.flatnonzero(big)
-    del big
+    holder, birth = _holders_and_births(xp, mparent, level, size, n, mcs)
+    top = _highest_small(xp, mparent, level, size, n, mcs)
+    del level
+    holders = xp.flatnonzero(holder)  # by node id
+    del holder
     h = holders.shape[0]
     where = xp.full(m, -1, it)
     where[holders] = xp.arange(h, dtype=it)
-    leave_holder = where[leave_at]
-    del leave_at
     above = where[xp.maximum(mparent[holders + n], n) - n]  # the root's is not read
     to = xp.where(birth[holders], xp.arange(h, dtype=it), above)
     holder_birth = jump_to_roots(xp, to)  # the holder of the nearest birth at or above
@@ -135,17 +180,16 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     del birth
     B = int(births.shape[0])
     holder_birth = xp.searchsorted(births, holders[holder_birth]).astype(it)
-    point_cluster = holder_birth[leave_holder]
+    point_cluster, point_lambda, holder_count, min_row = _points_leave(
+        xp, top, mparent, w, where, holder_birth, n, h, B)
+    del top
     spine, _ = tally(xp, holder_birth, B)  # the big nodes of each cluster's spine
-    holder_count, _ = tally(xp, leave_holder, h)
-    del leave_holder
     holder_lambda = _lam(xp, w[holders])
     # a birth's death, the largest lambda of a point leaving it: at its
     # lowest holder with points (heights grow with node ids)
     _, first = tally(xp, xp.where(holder_count > 0, holder_birth, -1), B, first=True)
     death = xp.where(first < h, holder_lambda[xp.minimum(first, h - 1)], 0.0)
     del first
-    _, min_row = tally(xp, point_cluster, B, first=True)  # n for none
     b_parent = xp.full(B, -1, it)
     b_lambda = xp.zeros(B, xp.float64)
     b_size = size[births].astype(xp.int64)

@@ -1,0 +1,136 @@
+// Steps of HDBSCAN* on the device (products/hdbscan/device_levels.py and
+// device.py) that the whole-array formulation does in several passes each:
+// here one thread per item.  Templates over the index type I (int below 2^31
+// dendrogram nodes, else long long) and, where heights are read, their float
+// type W.  Nodes: v < n is point v, n + i the merge of edge i, the root
+// R = 2n - 2 the last merge; N = 2n - 1 nodes.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+template <typename I> struct Unsigned;
+template <> struct Unsigned<int> { typedef u32 type; };
+template <> struct Unsigned<long long> { typedef u64 type; };
+
+#define GRID_STRIDE(i, count)                                              \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; \
+         i < (count); i += (long long)gridDim.x * blockDim.x)
+
+// lambda = 1 / height in float64, +inf at height 0 (device_levels._lam)
+template <typename W>
+__device__ __forceinline__ double lambda_of(W h) {
+    double x = (double)h;
+    return x > 0.0 ? 1.0 / x : __longlong_as_double(0x7ff0000000000000LL);
+}
+
+// The binary dendrogram's parents: merge i is node n + i, the parent of its
+// two children.  parent holds -1 before (the root keeps it).
+template <typename I>
+__global__ void merge_parents(const I* __restrict__ children, I* __restrict__ parent,
+                              long long m, long long n) {
+    GRID_STRIDE(i, m) {
+        I v = (I)(n + i);
+        parent[children[2 * i]] = v;
+        parent[children[2 * i + 1]] = v;
+    }
+}
+
+// The level sets: every merge (index i = v - n) to its parent's merge when
+// both have one height (merges at one height are one merge), else to
+// itself; the last merge, the root, to itself.
+template <typename I, typename W>
+__global__ void level_up(const I* __restrict__ parent, const W* __restrict__ w,
+                         I* __restrict__ up, long long m, long long n) {
+    GRID_STRIDE(i, m) {
+        I u = (I)i;
+        if (i + 1 < m) {
+            I pm = parent[n + i] - (I)n;
+            if (w[pm] == w[i]) u = pm;
+        }
+        up[i] = u;
+    }
+}
+
+// With top[i] the top merge of merge i's run: every node below the root
+// gets the top of its parent's run as its level-set parent (a node id), in
+// place; level[i]: merge i is a node of the level-set hierarchy.
+template <typename I>
+__global__ void level_parents(const I* __restrict__ top, I* __restrict__ parent,
+                              bool* __restrict__ level, long long m, long long n) {
+    GRID_STRIDE(v, 2 * m) {
+        parent[v] = top[parent[v] - n] + (I)n;
+        if (v < m) level[v] = top[v] == (I)v;
+    }
+}
+
+// Runt pruning.  A merge is big when it is a level-set node of at least
+// mcs points (the root apart): count the big children of every merge.
+template <typename I>
+__global__ void count_big(const I* __restrict__ mparent, const bool* __restrict__ level,
+                          const I* __restrict__ size, I* __restrict__ n_big, long long m,
+                          long long n, long long mcs) {
+    typedef typename Unsigned<I>::type U;
+    GRID_STRIDE(i, m - 1) {
+        if (level[i] && size[i] >= mcs) atomicAdd((U*)&n_big[mparent[n + i] - n], (U)1);
+    }
+}
+
+// The holders (big merges and the root) and the births (the big children of
+// a merge with two or more, and the root).
+template <typename I>
+__global__ void holders_births(const I* __restrict__ mparent, const bool* __restrict__ level,
+                               const I* __restrict__ size, const I* __restrict__ n_big,
+                               bool* __restrict__ holder, bool* __restrict__ birth,
+                               long long m, long long n, long long mcs) {
+    GRID_STRIDE(i, m) {
+        bool root = i + 1 == m;
+        bool big = !root && level[i] && size[i] >= mcs;
+        holder[i] = big || root;
+        birth[i] = root || (big && n_big[mparent[n + i] - n] >= 2);
+    }
+}
+
+// Small nodes (every point, small level-set merges) climb to their
+// level-set parent while it is small; any other node stays.
+template <typename I>
+__global__ void climb_start(const I* __restrict__ mparent, const bool* __restrict__ level,
+                            const I* __restrict__ size, I* __restrict__ climb, long long N,
+                            long long n, long long mcs) {
+    GRID_STRIDE(v, N) {
+        I c = (I)v;
+        if (v < N - 1) {
+            I mp = mparent[v];
+            bool goes = mp != (I)(N - 1) && size[mp - n] < mcs;
+            if (v >= n) goes = goes && level[v - n] && size[v - n] < mcs;
+            if (goes) c = mp;
+        }
+        climb[v] = c;
+    }
+}
+
+// Where every point leaves: at the parent of the top of its climb (the
+// lowest big merge or the root above it), at that merge's lambda, from the
+// cluster of the nearest birth at or above it.  Per holder, the points
+// leaving there are counted; per birth, the smallest row leaving it (one
+// atomic a warp and value: the lanes hold consecutive rows).
+template <typename I, typename W>
+__global__ void points_leave(const I* __restrict__ highest_small, const I* __restrict__ mparent,
+                             const W* __restrict__ w, const I* __restrict__ where,
+                             const I* __restrict__ holder_birth,
+                             double* __restrict__ point_lambda, I* __restrict__ point_cluster,
+                             u64* holder_count, I* min_row, long long n) {
+    typedef typename Unsigned<I>::type U;
+    GRID_STRIDE(p, n) {
+        I at = mparent[highest_small[p]] - (I)n;
+        point_lambda[p] = lambda_of(w[at]);
+        I h = where[at];
+        I b = holder_birth[h];
+        point_cluster[p] = b;
+        unsigned lanes = __activemask();
+        unsigned group = __match_any_sync(lanes, h);
+        if ((threadIdx.x & 31) == __ffs(group) - 1)
+            atomicAdd(&holder_count[h], (u64)__popc(group));
+        group = __match_any_sync(lanes, b);
+        if ((threadIdx.x & 31) == __ffs(group) - 1) atomicMin((U*)&min_row[b], (U)p);
+    }
+}
