@@ -43,15 +43,14 @@ def index_dtype(m, n):
 def _components(xp, ptr):
     """Roots of the pointer forest ``ptr`` (mutual pairs resolved to the
     smaller id): (new id of every node's root, number of roots), in the
-    dtype of ``ptr``."""
+    dtype of ``ptr`` (which CuPy overwrites)."""
+    if xp is not np:  # in-place passes, no (k,) temporaries per pass
+        from ..kernels.cuda.dendrogram import pick_forest_components
+
+        return pick_forest_components(ptr)
     k = ptr.shape[0]
     c = xp.arange(k, dtype=ptr.dtype)
-    if xp is np:
-        ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
-    else:  # in-place passes, no (k,) temporaries per pass
-        from ..kernels.cuda.dendrogram import pick_forest_roots
-
-        ptr = pick_forest_roots(ptr)
+    ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
     roots = ptr == c
     new_id = xp.cumsum(roots, dtype=ptr.dtype) - 1
     return new_id[ptr], int(new_id[-1]) + 1

@@ -90,38 +90,40 @@ __global__ void holders_births(const I* __restrict__ mparent, const bool* __rest
     }
 }
 
-// Small nodes (every point, small level-set merges) climb to their
-// level-set parent while it is small; any other node stays.
+// Small level-set merges climb to their level-set parent while it is small
+// (merge indices i = v - n; the root and any other merge stay).
 template <typename I>
 __global__ void climb_start(const I* __restrict__ mparent, const bool* __restrict__ level,
-                            const I* __restrict__ size, I* __restrict__ climb, long long N,
+                            const I* __restrict__ size, I* __restrict__ climb, long long m,
                             long long n, long long mcs) {
-    GRID_STRIDE(v, N) {
-        I c = (I)v;
-        if (v < N - 1) {
-            I mp = mparent[v];
-            bool goes = mp != (I)(N - 1) && size[mp - n] < mcs;
-            if (v >= n) goes = goes && level[v - n] && size[v - n] < mcs;
-            if (goes) c = mp;
+    GRID_STRIDE(i, m) {
+        I c = (I)i;
+        if (i + 1 < m && level[i] && size[i] < mcs) {
+            I mp = mparent[n + i];
+            if (mp != (I)(n + m - 1) && size[mp - n] < mcs) c = mp - (I)n;
         }
-        climb[v] = c;
+        climb[i] = c;
     }
 }
 
 // Where every point leaves: at the parent of the top of its climb (the
-// lowest big merge or the root above it), at that merge's lambda, from the
-// cluster of the nearest birth at or above it.  Per holder, the points
-// leaving there are counted; per birth, the smallest row leaving it (one
-// atomic a warp and value: the lanes hold consecutive rows).
+// lowest big merge or the root above it; a point climbs first to its
+// level-set parent when that is small, then as merges do, to top[...]), at
+// that merge's lambda, from the cluster of the nearest birth at or above
+// it.  Per holder, the points leaving there are counted; per birth, the
+// smallest row leaving it (one atomic a warp and value: the lanes hold
+// consecutive rows).
 template <typename I, typename W>
-__global__ void points_leave(const I* __restrict__ highest_small, const I* __restrict__ mparent,
-                             const W* __restrict__ w, const I* __restrict__ where,
-                             const I* __restrict__ holder_birth,
+__global__ void points_leave(const I* __restrict__ top, const I* __restrict__ mparent,
+                             const I* __restrict__ size, const W* __restrict__ w,
+                             const I* __restrict__ where, const I* __restrict__ holder_birth,
                              double* __restrict__ point_lambda, I* __restrict__ point_cluster,
-                             u64* holder_count, I* min_row, long long n) {
+                             u64* holder_count, I* min_row, long long n, long long mcs) {
     typedef typename Unsigned<I>::type U;
     GRID_STRIDE(p, n) {
-        I at = mparent[highest_small[p]] - (I)n;
+        I mp = mparent[p] - (I)n;  // merge indices from here
+        I at = mp;
+        if (mp != (I)(n - 2) && size[mp] < mcs) at = mparent[n + top[mp]] - (I)n;
         point_lambda[p] = lambda_of(w[at]);
         I h = where[at];
         I b = holder_birth[h];

@@ -104,31 +104,32 @@ def holders_and_births(mparent, level, size, n, min_cluster_size):
 
 
 def highest_small(mparent, level, size, n, min_cluster_size):
-    """(2n - 1,) cupy array of the index type: the top of every node's
-    climb through small level-set merges (itself for a node that does not
-    climb)."""
+    """(m,) cupy array of the index type: the top of every merge's climb
+    through small level-set merges (a merge index; itself for a merge that
+    does not climb)."""
     import cupy
 
-    it = mparent.dtype
-    N = 2 * n - 1
-    climb = cupy.empty(N, it)
-    _launch("climb_start", N, (mparent, level, size, climb, np.int64(N), np.int64(n),
+    it, m = mparent.dtype, n - 1
+    climb = cupy.empty(m, it)
+    _launch("climb_start", m, (mparent, level, size, climb, np.int64(m), np.int64(n),
                                np.int64(min_cluster_size)), it)
     return _jump(climb)
 
 
-def points_leave(top, mparent, w, where, holder_birth, n, h, B):
+def points_leave(top, mparent, size, w, where, holder_birth, n, min_cluster_size, h, B):
     """Where and from which cluster every point leaves, in one pass.
 
     Parameters
     ----------
-    top : (2n - 1,) the ``highest_small`` of every node.
+    top : (m,) the ``highest_small`` of every merge.
     mparent : (2n - 1,) level-set parents (node ids).
+    size : (m,) the points under every merge.
     w : (m,) float32 or float64, the heights.
     where : (m,) the holder index of every holder merge (-1 elsewhere).
     holder_birth : (h,) the birth (an index into the B births) holding
         each holder.
-    n, h, B : int, the numbers of points, holders and births.
+    n, min_cluster_size, h, B : int, the numbers of points, the smallest
+        cluster, the numbers of holders and births.
     All index arrays are cupy arrays of one index type.
 
     Returns
@@ -146,9 +147,10 @@ def points_leave(top, mparent, w, where, holder_birth, n, h, B):
     point_lambda = cupy.empty(n, cupy.float64)
     holder_count = cupy.zeros(h, cupy.int64)
     min_row = cupy.full(B, n, it)
-    _launch("points_leave", n, (top, mparent, cupy.ascontiguousarray(w), where, holder_birth,
-                                point_lambda, point_cluster, holder_count, min_row,
-                                np.int64(n)), it, w.dtype)
+    _launch("points_leave", n, (top, mparent, size, cupy.ascontiguousarray(w), where,
+                                holder_birth, point_lambda, point_cluster, holder_count,
+                                min_row, np.int64(n), np.int64(min_cluster_size)),
+            it, w.dtype)
     return point_cluster, point_lambda, holder_count, min_row
 
 

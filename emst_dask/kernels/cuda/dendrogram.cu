@@ -42,6 +42,23 @@ __global__ void forest_jump(I* ptr, long long k, int* changed) {
     if (any) *changed = 1;
 }
 
+// New component numbers after the jumps: flag[c] = 1 for the roots, whose
+// inclusive scan numbers them; then every node to its root's number, in
+// place (only thread c writes ptr[c]).
+template <typename I>
+__global__ void root_flags(const I* __restrict__ ptr, I* __restrict__ flag, long long k) {
+    GRID_STRIDE(c, k) {
+        flag[c] = ptr[c] == (I)c;
+    }
+}
+
+template <typename I>
+__global__ void renumber(I* ptr, const I* __restrict__ scan, long long k) {
+    GRID_STRIDE(c, k) {
+        ptr[c] = scan[ptr[c]] - 1;
+    }
+}
+
 // Followers of one round: an edge above its component's pick joins the root
 // path above the pick at its own rank, in the first chain up from the pick's
 // whose top edge is heavier.  The keys read are those of this round's picks

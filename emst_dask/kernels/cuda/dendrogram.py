@@ -16,7 +16,8 @@ import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
 
-_KERNELS = ("pick_forest_break_pairs", "forest_jump", "place_followers", "lightest_edges",
+_KERNELS = ("pick_forest_break_pairs", "forest_jump", "root_flags", "renumber",
+            "place_followers", "lightest_edges",
             "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
             "record_keys", "chain_below",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
@@ -54,6 +55,32 @@ def pick_forest_roots(ptr):
     k = int(ptr.shape[0])
     _launch("pick_forest_break_pairs", ptr, k, (ptr, np.int64(k)))
     return _jump(ptr)
+
+
+def pick_forest_components(ptr):
+    """Borůvka's merged components: every node's root in the pick forest,
+    numbered in the order of the roots' ids.
+
+    Parameters
+    ----------
+    ptr : (k,) int32 or int64 cupy array, C-contiguous, as
+        ``pick_forest_roots`` takes it; overwritten.
+
+    Returns
+    -------
+    new_id : ``ptr``, now every node's component number in [0, count).
+    count : int, the number of components.
+    """
+    import cupy
+
+    k = int(ptr.shape[0])
+    pick_forest_roots(ptr)
+    flag = cupy.empty(k, ptr.dtype)
+    _launch("root_flags", ptr, k, (ptr, flag, np.int64(k)))
+    scan = cupy.cumsum(flag)
+    del flag
+    _launch("renumber", ptr, k, (ptr, scan, np.int64(k)))
+    return ptr, int(scan[-1]) if k else 0
 
 
 def forest_roots(ptr):

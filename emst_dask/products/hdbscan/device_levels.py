@@ -80,31 +80,35 @@ def _holders_and_births(xp, mparent, level, size, n, mcs):
 
 
 def _highest_small(xp, mparent, level, size, n, mcs):
-    """(2n - 1,): small nodes (all points, small level merges) climb while
-    their level-set parent is small; the top of every node's climb."""
+    """(m,): small level-set merges climb while their level-set parent is
+    small; the top of every merge's climb (merge indices)."""
     if xp is not np:
         from ...kernels.cuda.clusters import highest_small
 
         return highest_small(mparent, level, size, n, mcs)
-    N, R = 2 * n - 1, 2 * n - 2
-    climb = xp.arange(N, dtype=mparent.dtype)
-    mp = mparent[:R]
-    goes = (mp != R) & (size[mp - n] < mcs)
-    goes[n:] &= level[:-1] & (size[:-1] < mcs)
-    xp.copyto(climb[:R], mp, where=goes)
+    R = 2 * n - 2
+    climb = xp.arange(n - 1, dtype=mparent.dtype)
+    mp = mparent[n:R]  # the merges below the root
+    goes = (mp != R) & (size[mp - n] < mcs) & level[:-1] & (size[:-1] < mcs)
+    xp.copyto(climb[:-1], mp - n, where=goes)
     del mp, goes
     return jump_to_roots(xp, climb)
 
 
-def _points_leave(xp, top, mparent, w, where, holder_birth, n, h, B):
-    """Every point's birth and lambda where it leaves (at the parent of the
-    top of its climb: the lowest big merge, or the root, above it); the
-    points leaving at each holder; the smallest row leaving each birth."""
+def _points_leave(xp, top, mparent, size, w, where, holder_birth, n, mcs, h, B):
+    """Every point's birth and lambda where it leaves: at the parent of the
+    top of its climb (the lowest big merge, or the root, above it; a point
+    climbs to its level-set parent when that is small, then on as the
+    merges do, to ``top``); the points leaving at each holder; the smallest
+    row leaving each birth."""
     if xp is not np:  # one pass over the points
         from ...kernels.cuda.clusters import points_leave
 
-        return points_leave(top, mparent, w, where, holder_birth, n, h, B)
-    leave_at = mparent[top[:n]] - n
+        return points_leave(top, mparent, size, w, where, holder_birth, n, mcs, h, B)
+    leave_at = mparent[:n] - n  # merge indices
+    goes = (leave_at != n - 2) & (size[leave_at] < mcs)
+    leave_at[goes] = mparent[n + top[leave_at[goes]]] - n
+    del goes
     point_lambda = _lam(xp, w[leave_at])
     leave_holder = where[leave_at]
     del leave_at
@@ -181,7 +185,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     B = int(births.shape[0])
     holder_birth = xp.searchsorted(births, holders[holder_birth]).astype(it)
     point_cluster, point_lambda, holder_count, min_row = _points_leave(
-        xp, top, mparent, w, where, holder_birth, n, h, B)
+        xp, top, mparent, size, w, where, holder_birth, n, mcs, h, B)
     del top
     spine, _ = tally(xp, holder_birth, B)  # the big nodes of each cluster's spine
     holder_lambda = _lam(xp, w[holders])
