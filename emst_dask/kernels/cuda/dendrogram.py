@@ -77,7 +77,7 @@ def pick_forest_components(ptr):
     pick_forest_roots(ptr)
     flag = cupy.empty(k, ptr.dtype)
     _launch("root_flags", ptr, k, (ptr, flag, np.int64(k)))
-    scan = cupy.cumsum(flag)
+    scan = cupy.cumsum(flag, dtype=ptr.dtype)  # an int32 scan is int64 by default
     del flag
     _launch("renumber", ptr, k, (ptr, scan, np.int64(k)))
     return ptr, int(scan[-1]) if k else 0
