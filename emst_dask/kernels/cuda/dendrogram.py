@@ -110,7 +110,7 @@ def _jump(ptr):
     while k:
         changed.fill(0)
         _launch("forest_jump", ptr, k, (ptr, np.int64(k), changed))
-        if not int(changed.get()[0]):
+        if not int(changed[0]):
             break
     return ptr
 
@@ -224,7 +224,7 @@ def split_edges(pos, p, rank, cs, ct, new_comp):
     cycle = cupy.zeros(1, cupy.int32)
     _launch("split_edges", rank, count, (pos, rank, cs, ct, new_comp, np.int64(count),
                                          item_comp, *rest, cycle))
-    return (item_comp, *rest, bool(int(cycle.get()[0])))
+    return (item_comp, *rest, bool(int(cycle[0])))
 
 
 def chain_keys(key, items, comp, best, cid, side):
