@@ -93,18 +93,62 @@ def compiler():
     return shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
 
 
-_CTYPES = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
-           np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
-           np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+_CTYPES = {np.dtype(np.bool_): ctypes.c_bool, np.dtype(np.int8): ctypes.c_int8,
+           np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.int16): ctypes.c_int16,
+           np.dtype(np.uint16): ctypes.c_uint16, np.dtype(np.int32): ctypes.c_int32,
+           np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.int64): ctypes.c_int64,
+           np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.float32): ctypes.c_float,
+           np.dtype(np.float64): ctypes.c_double}
+
+
+def _workdir():
+    d = os.path.join(tempfile.gettempdir(), "emst_cuda_emu")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def build(code, optimise="-O2"):
+    """The shared library of the C++ ``code``, built with g++ once (kept on
+    disk by the code's hash; concurrent test processes each build to a
+    file of their own and rename it into place)."""
+    h = hashlib.sha1((optimise + code).encode()).hexdigest()[:16]
+    so = os.path.join(_workdir(), f"k_{h}.so")
+    if not os.path.exists(so):
+        cpp = os.path.join(_workdir(), f"k_{h}.{os.getpid()}.cpp")
+        with open(cpp, "w") as f:
+            f.write(code)
+        tmp = so + f".{os.getpid()}.tmp"
+        cmd = [compiler(), optimise, "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off",
+               "-Wno-unknown-pragmas", "-x", "c++", cpp, "-o", tmp]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        os.replace(tmp, so)
+    return ctypes.CDLL(so)
+
+
+def kernel_args(name, args):
+    """A launch's arguments as a ``void*[]`` of pointers to each one's value
+    (an array's data pointer, a numpy scalar), and what must stay alive
+    meanwhile."""
+    keep = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            if not a.flags.c_contiguous:
+                raise ValueError(f"{name}: a kernel argument is not C-contiguous")
+            keep.append(ctypes.c_void_p(a.ctypes.data))
+        elif isinstance(a, np.generic):
+            keep.append(_CTYPES[a.dtype](a.item()))
+        else:
+            raise TypeError(f"{name}: argument of type {type(a)}")
+    argv = (ctypes.c_void_p * len(keep))(
+        *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in keep])
+    return argv, keep
 
 
 class EmuBackend:
     """cuda_set's backend interface, on numpy arrays and g++-built kernels."""
 
-    def __init__(self, workdir=None):
+    def __init__(self):
         self.xp = np
-        self.workdir = workdir or os.path.join(tempfile.gettempdir(), "emst_cuda_emu")
-        os.makedirs(self.workdir, exist_ok=True)
 
     @functools.cache
     def functions(self, dtype_str, d, part, periodic=False):
@@ -113,19 +157,7 @@ class EmuBackend:
         for k, e in enumerate(exprs):
             src.append(f'extern "C" void emu_{k}(long long n, int b, void** a) '
                        f'{{ emu::launch(&{e}, n, b, a); }}')
-        code = "\n".join(src)
-        h = hashlib.sha1(code.encode()).hexdigest()[:16]
-        so = os.path.join(self.workdir, f"k_{h}.so")
-        if not os.path.exists(so):
-            cpp = os.path.join(self.workdir, f"k_{h}.cpp")
-            with open(cpp, "w") as f:
-                f.write(code)
-            tmp = so + f".{os.getpid()}.tmp"
-            cmd = [compiler(), "-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off",
-                   "-Wno-unknown-pragmas", "-x", "c++", cpp, "-o", tmp]
-            subprocess.run(cmd, check=True, capture_output=True, text=True)
-            os.replace(tmp, so)
-        lib = ctypes.CDLL(so)
+        lib = build("\n".join(src))
         fns = {}
         for k, e in enumerate(exprs):
             f = getattr(lib, f"emu_{k}")
@@ -152,18 +184,9 @@ class EmuBackend:
         if period is not None:
             fns[cuda_set.PERIOD_KEY](period)
         fn = fns[cuda_set.expr(name, dt, d, *extra)]
-        keep = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                assert a.flags.c_contiguous, name
-                keep.append(ctypes.c_void_p(a.ctypes.data))
-            elif isinstance(a, np.generic):
-                keep.append(_CTYPES[a.dtype](a.item()))
-            else:
-                raise TypeError(f"{name}: argument of type {type(a)}")
-        argv = (ctypes.c_void_p * len(keep))(
-            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in keep])
+        argv, keep = kernel_args(name, args)
         fn(nthreads, cuda_set.THREADS, argv)
+        del keep
 
     def synchronize(self):
         pass

@@ -22,17 +22,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import hashlib
-import os
 import re
-import subprocess
 import sys
-import tempfile
 import types
 
 import numpy as np
 
-from cuda_emu import LAUNCHER, SHIM, compiler
+from cuda_emu import LAUNCHER, SHIM, build, compiler, kernel_args
 
 # what the products' kernels use beyond the engine's shim
 EXTRA_SHIM = r"""
@@ -66,53 +62,6 @@ _C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char",
             "int16": "short", "uint16": "unsigned short", "int32": "int",
             "uint32": "unsigned int", "int64": "long long", "uint64": "unsigned long long",
             "float32": "float", "float64": "double"}
-_CTYPES = {np.dtype(np.bool_): ctypes.c_bool, np.dtype(np.int8): ctypes.c_int8,
-           np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.int16): ctypes.c_int16,
-           np.dtype(np.uint16): ctypes.c_uint16, np.dtype(np.int32): ctypes.c_int32,
-           np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.int64): ctypes.c_int64,
-           np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.float32): ctypes.c_float,
-           np.dtype(np.float64): ctypes.c_double}
-
-
-def _workdir():
-    d = os.path.join(tempfile.gettempdir(), "emst_cuda_emu")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-@functools.cache
-def _build(code: str):
-    """The shared library of ``code`` (g++; cached on disk by its hash)."""
-    h = hashlib.sha1(code.encode()).hexdigest()[:16]
-    so = os.path.join(_workdir(), f"m_{h}.so")
-    if not os.path.exists(so):
-        cpp = os.path.join(_workdir(), f"m_{h}.cpp")
-        with open(cpp, "w") as f:
-            f.write(code)
-        tmp = so + f".{os.getpid()}.tmp"
-        cmd = [compiler(), "-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off",
-               "-Wno-unknown-pragmas", "-x", "c++", cpp, "-o", tmp]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        os.replace(tmp, so)
-    return ctypes.CDLL(so)
-
-
-def _argv(name, args):
-    """The launch's arguments as a ``void*[]`` (arrays by their data pointer,
-    numpy scalars by value), and what must stay alive meanwhile."""
-    keep = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            if not a.flags.c_contiguous:
-                raise ValueError(f"{name}: a kernel argument is not C-contiguous")
-            keep.append(ctypes.c_void_p(a.ctypes.data))
-        elif isinstance(a, np.generic):
-            keep.append(_CTYPES[a.dtype](a.item()))
-        else:
-            raise TypeError(f"{name}: kernel argument of type {type(a)}")
-    argv = (ctypes.c_void_p * len(keep))(
-        *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in keep])
-    return argv, keep
 
 
 class _Function:
@@ -122,7 +71,7 @@ class _Function:
     def __call__(self, grid, block, args, **_):
         grid = grid if isinstance(grid, tuple) else (grid,)
         block = block if isinstance(block, tuple) else (block,)
-        argv, keep = _argv(self._name, args)
+        argv, keep = kernel_args(self._name, args)
         self._fn(int(grid[0]) * int(block[0]), int(block[0]), argv)
         del keep
 
@@ -138,7 +87,7 @@ class RawModule:
         for k, e in enumerate(names):
             src.append(f'extern "C" void emu_{k}(long long n, int b, void** a) '
                        f'{{ emu::launch(&{e}, n, b, a); }}')
-        lib = _build("\n".join(src))
+        lib = build("\n".join(src), "-O1")
         self._functions = {}
         for k, e in enumerate(names):
             f = getattr(lib, f"emu_{k}")
@@ -201,7 +150,7 @@ class ElementwiseKernel:
         n = int(np.prod(shape)) if shape is not None else 0
         lib = self._library(tuple(np.dtype(dtype_of(t)).name for _, t, _ in params),
                             tuple(isinstance(v, np.ndarray) for v in values))
-        argv, keep = _argv(self._name, values + outs)
+        argv, keep = kernel_args(self._name, values + outs)
         lib(n, argv)
         del keep
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -229,7 +178,7 @@ class ElementwiseKernel:
         body += ["{", self._op, ";", "}", "}"]  # CuPy ends the operation itself
         code = "\n".join([SHIM, EXTRA_SHIM, 'extern "C" void emu_elementwise(long long n, '
                           "void** a) {", *body, "}"])
-        f = _build(code).emu_elementwise
+        f = build(code, "-O1").emu_elementwise
         f.argtypes = [ctypes.c_longlong, ctypes.c_void_p]
         f.restype = None
         return f

@@ -1,20 +1,9 @@
 // Steps of HDBSCAN* on the device (products/hdbscan/device_levels.py and
 // device.py) that the whole-array formulation does in several passes each:
-// here one thread per item.  Templates over the index type I (int below 2^31
-// dendrogram nodes, else long long) and, where heights are read, their float
-// type W.  Nodes: v < n is point v, n + i the merge of edge i, the root
-// R = 2n - 2 the last merge; N = 2n - 1 nodes.
-
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
-template <typename I> struct Unsigned;
-template <> struct Unsigned<int> { typedef u32 type; };
-template <> struct Unsigned<long long> { typedef u64 type; };
-
-#define GRID_STRIDE(i, count)                                              \
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; \
-         i < (count); i += (long long)gridDim.x * blockDim.x)
+// here one thread per item (items.cuh comes first: the index type I,
+// GRID_STRIDE), and where heights are read over their float type W.  Nodes:
+// v < n is point v, n + i the merge of edge i, the root R = 2n - 2 the last
+// merge; N = 2n - 1 nodes.
 
 // lambda = 1 / height in float64, +inf at height 0 (device_levels._lam)
 template <typename W>

@@ -11,12 +11,11 @@ for bit (the GPU tests compare them with the host).
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
-from .dendrogram import _jump
+from .dendrogram import _jump, item_source
 
 _INDEX = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 _FLOAT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -28,7 +27,7 @@ _BY_INDEX_AND_HEIGHT = ("level_up", "points_leave")
 def _module():
     import cupy
 
-    code = Path(__file__).with_name("clusters.cu").read_text()
+    code = item_source("clusters.cu")
     names = ([f"{k}<{i}>" for k in _BY_INDEX for i in _INDEX.values()]
              + [f"{k}<{i}, {f}>" for k in _BY_INDEX_AND_HEIGHT for i in _INDEX.values()
                 for f in _FLOAT.values()])

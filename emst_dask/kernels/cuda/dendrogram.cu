@@ -1,19 +1,6 @@
 // Steps of the parallel single-linkage dendrogram (products/dendrogram.py)
 // that the whole-array formulation does in many passes: each is one thread
-// per item here.  Templates over the index type I (int below 2^31 items,
-// else long long): half the bytes a pass moves when int fits.
-
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
-// the unsigned type of I, for the atomic minimum of non-negative values
-template <typename I> struct Unsigned;
-template <> struct Unsigned<int> { typedef u32 type; };
-template <> struct Unsigned<long long> { typedef u64 type; };
-
-#define GRID_STRIDE(i, count)                                              \
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; \
-         i < (count); i += (long long)gridDim.x * blockDim.x)
+// per item here (items.cuh comes first: the index type I, GRID_STRIDE).
 
 // The roots of Boruvka's pick forest: ptr[c] is the component at the other
 // end of c's lightest edge.  Mutual pairs (the only cycles, ranks being

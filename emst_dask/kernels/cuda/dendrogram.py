@@ -24,11 +24,18 @@ _KERNELS = ("pick_forest_break_pairs", "forest_jump", "root_flags", "renumber",
 _CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
 
+def item_source(name):
+    """The CUDA source ``name`` with ``items.cuh`` (the index types, the
+    grid-stride loop) in front."""
+    here = Path(__file__).parent
+    return (here / "items.cuh").read_text() + "\n" + (here / name).read_text()
+
+
 @functools.cache
 def _module():
     import cupy
 
-    code = Path(__file__).with_name("dendrogram.cu").read_text()
+    code = item_source("dendrogram.cu")
     names = tuple(f"{k}<{t}>" for k in _KERNELS for t in _CTYPES.values())
     return cupy.RawModule(code=code, options=("-std=c++14",), name_expressions=names)
 
