@@ -110,3 +110,37 @@ def test_emulated_recorded_picks(fake_cupy, monkeypatch):
     same(extract(s, t, w, n, 12),
          extract_xp(fake_cupy, s, t, w, n, 12, "eom", False, 0.0, None,
                     hierarchy=tree.hierarchy))
+
+
+def test_emulated_tiny_and_degenerate_clouds(fake_cupy):
+    # two points, all points equal (every height 0, lambda inf), two lumps
+    rng = np.random.default_rng(4)
+    for pts in (np.zeros((2, 2)), np.zeros((40, 3)), rng.random((3, 2)), rng.random((7, 1)),
+                np.r_[np.zeros((20, 2)), np.ones((20, 2))]):
+        s, t, w = _tree(pts, 1)
+        n = len(pts)
+        np.testing.assert_array_equal(device_linkage(fake_cupy, s, t, w, n),
+                                      single_linkage(s, t, w, n))
+        for mcs in (2, 5, 50):
+            for allow in (False, True):
+                host = extract(s, t, w, n, mcs, allow_single_cluster=allow)
+                dev = extract_xp(fake_cupy, s, t, w, n, mcs, "eom", allow, 0.0, None)
+                same(host, dev)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_emulated_random_clouds_and_sizes(fake_cupy, seed):
+    # mixed densities and quantised coordinates (tied heights), the smallest
+    # cluster size from 2 to a fifth of the points
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 3000))
+    d = int(rng.integers(1, 4))
+    pts = np.r_[rng.normal(size=(n // 2, d)) * 0.1, rng.random((n - n // 2, d)) * 5]
+    if seed % 2:
+        pts = np.round(pts * 8) / 8
+    k = int(rng.integers(1, 6))
+    mcs = int(rng.integers(2, max(3, n // 5)))
+    s, t, w = _tree(pts, k)
+    method = "leaf" if seed % 3 == 0 else "eom"
+    same(extract(s, t, w, n, mcs, method),
+         extract_xp(fake_cupy, s, t, w, n, mcs, method, False, 0.0, None))
