@@ -136,7 +136,7 @@ def _subtree_max(cparent, death):
     return top
 
 
-def _label_points(xp, pcl, lam, anc, rank, death, smax, single_root, threshold):
+def _point_results(xp, pcl, lam, anc, rank, death, smax, single_root, threshold):
     """Labels, probabilities and GLOSH scores of the points (``scores``'
     ``_label_points`` and ``_glosh``), one gather per point.
 
@@ -377,8 +377,8 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     single_root = bool(allow_single and k_sel.shape[0] == 1 and mask[0])
     threshold = 1.0 / eps if eps != 0.0 else float(death[0])
     smax = _subtree_max(cparent, death)  # GLOSH: the largest lambda below each cluster
-    labels, prob, scores = _label_points(xp, pcl, lam, anc, rank, death, smax, single_root,
-                                         threshold)
+    labels, prob, scores = _point_results(xp, pcl, lam, anc, rank, death, smax, single_root,
+                                          threshold)
     sizes = to_host(xp.bincount(labels + 1, minlength=k_sel.shape[0] + 1)[1:])
     lam_max = max(float(lam.max()), float(birth.max()) if K else 0.0)
     persistence = persistence_of_sizes(sizes, selected, eom_stab, lam_max, n)
