@@ -122,6 +122,7 @@ def build(code, optimise="-O2"):
                "-Wno-unknown-pragmas", "-x", "c++", cpp, "-o", tmp]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         os.replace(tmp, so)
+        os.replace(cpp, os.path.join(_workdir(), f"k_{h}.cpp"))  # one source kept beside it
     return ctypes.CDLL(so)
 
 

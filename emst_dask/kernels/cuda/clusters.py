@@ -15,9 +15,8 @@ import functools
 import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
-from .dendrogram import _jump, item_source
+from .dendrogram import INDEX_CTYPES, item_source, jump_in_place
 
-_INDEX = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 _FLOAT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _BY_INDEX = ("merge_parents", "level_parents", "count_big", "holders_births", "climb_start")
 _BY_INDEX_AND_HEIGHT = ("level_up", "points_leave")
@@ -28,8 +27,9 @@ def _module():
     import cupy
 
     code = item_source("clusters.cu")
-    names = ([f"{k}<{i}>" for k in _BY_INDEX for i in _INDEX.values()]
-             + [f"{k}<{i}, {f}>" for k in _BY_INDEX_AND_HEIGHT for i in _INDEX.values()
+    index = INDEX_CTYPES.values()
+    names = ([f"{k}<{i}>" for k in _BY_INDEX for i in index]
+             + [f"{k}<{i}, {f}>" for k in _BY_INDEX_AND_HEIGHT for i in index
                 for f in _FLOAT.values()])
     return cupy.RawModule(code=code, options=("-std=c++14",), name_expressions=names)
 
@@ -38,7 +38,9 @@ def _launch(name, count, args, index, height=None):
     """``name<index's C type[, height's]>`` over ``count`` items, grid-stride."""
     if count <= 0:
         return
-    types = _INDEX[np.dtype(index)] + ("" if height is None else ", " + _FLOAT[np.dtype(height)])
+    types = INDEX_CTYPES[np.dtype(index)]
+    if height is not None:
+        types += ", " + _FLOAT[np.dtype(height)]
     _module().get_function(f"{name}<{types}>")(grid_stride_blocks(count), (THREADS,), args)
 
 
@@ -68,7 +70,7 @@ def level_set_parents(children, w, n):
     _launch("merge_parents", m, (cupy.ascontiguousarray(children), parent) + args, it)
     top = cupy.empty(m, it)
     _launch("level_up", m, (parent, cupy.ascontiguousarray(w), top) + args, it, w.dtype)
-    _jump(top)
+    jump_in_place(top)
     level = cupy.empty(m, bool)
     _launch("level_parents", 2 * m, (top, parent, level) + args, it)
     return parent, level
@@ -112,7 +114,7 @@ def highest_small(mparent, level, size, n, min_cluster_size):
     climb = cupy.empty(m, it)
     _launch("climb_start", m, (mparent, level, size, climb, np.int64(m), np.int64(n),
                                np.int64(min_cluster_size)), it)
-    return _jump(climb)
+    return jump_in_place(climb)
 
 
 def points_leave(top, mparent, size, w, where, holder_birth, n, min_cluster_size, h, B):

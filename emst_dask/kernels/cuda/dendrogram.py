@@ -21,7 +21,8 @@ _KERNELS = ("pick_forest_break_pairs", "forest_jump", "root_flags", "renumber",
             "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
             "record_keys", "chain_below",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
-_CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+#: the C type of each index dtype the one-thread-an-item kernels take
+INDEX_CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 
 
 def item_source(name):
@@ -36,14 +37,14 @@ def _module():
     import cupy
 
     code = item_source("dendrogram.cu")
-    names = tuple(f"{k}<{t}>" for k in _KERNELS for t in _CTYPES.values())
+    names = tuple(f"{k}<{t}>" for k in _KERNELS for t in INDEX_CTYPES.values())
     return cupy.RawModule(code=code, options=("-std=c++14",), name_expressions=names)
 
 
 def _launch(name, index, count, args):
     """``name<index's C type>`` over ``count`` items, grid-stride."""
     if count:
-        _module().get_function(f"{name}<{_CTYPES[np.dtype(index.dtype)]}>")(
+        _module().get_function(f"{name}<{INDEX_CTYPES[np.dtype(index.dtype)]}>")(
             grid_stride_blocks(count), (THREADS,), args)
 
 
@@ -61,7 +62,7 @@ def pick_forest_roots(ptr):
     """
     k = int(ptr.shape[0])
     _launch("pick_forest_break_pairs", ptr, k, (ptr, np.int64(k)))
-    return _jump(ptr)
+    return jump_in_place(ptr)
 
 
 def pick_forest_components(ptr):
@@ -105,11 +106,17 @@ def forest_roots(ptr):
     import cupy
 
     dtype = cupy.int32 if ptr.dtype == cupy.int32 else cupy.int64
-    return _jump(cupy.array(ptr, dtype=dtype, order="C"))
+    return jump_in_place(cupy.array(ptr, dtype=dtype, order="C"))
 
 
-def _jump(ptr):
-    """Pointer jumping in place until every node points at its root."""
+def jump_in_place(ptr):
+    """Pointer jumping in place until every node points at its root.
+
+    Parameters
+    ----------
+    ptr : (k,) int32 or int64 cupy array, C-contiguous, a forest (roots
+        where ``ptr[c] == c``); overwritten and returned.
+    """
     import cupy
 
     k = int(ptr.shape[0])
