@@ -99,29 +99,44 @@ __global__ void climb_start(const I* __restrict__ mparent, const bool* __restric
 // lowest big merge or the root above it; a point climbs first to its
 // level-set parent when that is small, then as merges do, to top[...]), at
 // that merge's lambda, from the cluster of the nearest birth at or above
-// it.  Per holder, the points leaving there are counted; per birth, the
-// smallest row leaving it (one atomic a warp and value: the lanes hold
-// consecutive rows).
+// it; per birth, the smallest row leaving it.  Most of a birth's points
+// find a smaller row there already (the lanes hold consecutive rows, the
+// early blocks run first), so one read spares most atomics, which would
+// queue on the few births that hold most points.
 template <typename I, typename W>
 __global__ void points_leave(const I* __restrict__ top, const I* __restrict__ mparent,
                              const I* __restrict__ size, const W* __restrict__ w,
                              const I* __restrict__ where, const I* __restrict__ holder_birth,
                              double* __restrict__ point_lambda, I* __restrict__ point_cluster,
-                             u64* holder_count, I* min_row, long long n, long long mcs) {
+                             I* min_row, long long n, long long mcs) {
     typedef typename Unsigned<I>::type U;
     GRID_STRIDE(p, n) {
         I mp = mparent[p] - (I)n;  // merge indices from here
         I at = mp;
         if (mp != (I)(n - 2) && size[mp] < mcs) at = mparent[n + top[mp]] - (I)n;
         point_lambda[p] = lambda_of(w[at]);
-        I h = where[at];
-        I b = holder_birth[h];
+        I b = holder_birth[where[at]];
         point_cluster[p] = b;
-        unsigned lanes = __activemask();
-        unsigned group = __match_any_sync(lanes, h);
-        if ((threadIdx.x & 31) == __ffs(group) - 1)
-            atomicAdd(&holder_count[h], (u64)__popc(group));
-        group = __match_any_sync(lanes, b);
-        if ((threadIdx.x & 31) == __ffs(group) - 1) atomicMin((U*)&min_row[b], (U)p);
+        unsigned group = __match_any_sync(__activemask(), b);
+        if ((threadIdx.x & 31) == __ffs(group) - 1 && (I)p < __ldcg(&min_row[b]))
+            atomicMin((U*)&min_row[b], (U)p);
+    }
+}
+
+// The points leaving at every holder: its points less its big children's.
+// A point under holder j leaves there unless a big child of j holds it, and
+// the level-set parent of a big merge is a holder, so each holder adds its
+// size to its own count and takes it from its parent's: a few atomics per
+// holder, where counting the points as they leave queues on the holders
+// that most points leave (the root's, a big cluster's).
+template <typename I>
+__global__ void holder_counts(const I* __restrict__ holders, const I* __restrict__ mparent,
+                              const I* __restrict__ size, const I* __restrict__ where,
+                              u64* count, long long h, long long n) {
+    GRID_STRIDE(j, h) {
+        I i = holders[j];
+        u64 s = (u64)size[i];
+        atomicAdd(&count[j], s);
+        if (i != (I)(n - 2)) atomicAdd(&count[where[mparent[n + i] - n]], (u64)0 - s);
     }
 }

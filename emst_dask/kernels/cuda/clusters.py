@@ -18,7 +18,8 @@ from .backend import THREADS, grid_stride_blocks
 from .dendrogram import INDEX_CTYPES, item_source, jump_in_place
 
 _FLOAT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-_BY_INDEX = ("merge_parents", "level_parents", "count_big", "holders_births", "climb_start")
+_BY_INDEX = ("merge_parents", "level_parents", "count_big", "holders_births", "climb_start",
+             "holder_counts")
 _BY_INDEX_AND_HEIGHT = ("level_up", "points_leave")
 
 
@@ -117,8 +118,9 @@ def highest_small(mparent, level, size, n, min_cluster_size):
     return jump_in_place(climb)
 
 
-def points_leave(top, mparent, size, w, where, holder_birth, n, min_cluster_size, h, B):
-    """Where and from which cluster every point leaves, in one pass.
+def points_leave(top, mparent, size, w, where, holders, holder_birth, n, min_cluster_size, B):
+    """Where and from which cluster every point leaves, in one pass, and
+    the points leaving at every holder.
 
     Parameters
     ----------
@@ -127,10 +129,12 @@ def points_leave(top, mparent, size, w, where, holder_birth, n, min_cluster_size
     size : (m,) the points under every merge.
     w : (m,) float32 or float64, the heights.
     where : (m,) the holder index of every holder merge (-1 elsewhere).
+    holders : (h,) integer, the holder merges (big merges and the root), by
+        index.
     holder_birth : (h,) the birth (an index into the B births) holding
         each holder.
-    n, min_cluster_size, h, B : int, the numbers of points, the smallest
-        cluster, the numbers of holders and births.
+    n, min_cluster_size, B : int, the numbers of points, the smallest
+        cluster, the number of births.
     All index arrays are cupy arrays of one index type.
 
     Returns
@@ -144,14 +148,18 @@ def points_leave(top, mparent, size, w, where, holder_birth, n, min_cluster_size
     import cupy
 
     it = mparent.dtype
+    h = int(holders.shape[0])
     point_cluster = cupy.empty(n, it)
     point_lambda = cupy.empty(n, cupy.float64)
-    holder_count = cupy.zeros(h, cupy.int64)
     min_row = cupy.full(B, n, it)
     _launch("points_leave", n, (top, mparent, size, cupy.ascontiguousarray(w), where,
-                                holder_birth, point_lambda, point_cluster, holder_count,
-                                min_row, np.int64(n), np.int64(min_cluster_size)),
+                                holder_birth, point_lambda, point_cluster, min_row,
+                                np.int64(n), np.int64(min_cluster_size)),
             it, w.dtype)
+    holder_count = cupy.zeros(h, cupy.int64)  # modulo 2**64 while summing
+    holders = holders.astype(it, copy=False)  # flatnonzero's are int64
+    _launch("holder_counts", h, (holders, mparent, size, where, holder_count, np.int64(h),
+                                 np.int64(n)), it)
     return point_cluster, point_lambda, holder_count, min_row
 
 

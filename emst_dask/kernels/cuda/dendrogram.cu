@@ -29,6 +29,30 @@ __global__ void forest_jump(I* ptr, long long k, int* changed) {
     if (any) *changed = 1;
 }
 
+// Every node as far up its root path as a walk of ``steps`` steps takes it,
+// in place: the roots first, in one pass, where forests are shallow (most
+// of Borůvka's pick forests).  Only non-roots are written, and a value read
+// that another thread wrote already is an ancestor, which only shortens a
+// walk; a walk that ends at a node pointing at itself ends at a root.
+// ``unfinished`` is set where a walk stopped short (the passes of
+// forest_jump then finish a deep forest in log2(depth) + 1 more).
+template <typename I>
+__global__ void forest_walk(I* ptr, long long k, int steps, int* unfinished) {
+    int any = 0;
+    GRID_STRIDE(c, k) {
+        I p = ptr[c];
+        if (p == (I)c) continue;
+        I up = ptr[p];
+        for (int s = 0; up != p && s < steps; ++s) {
+            p = up;
+            up = ptr[p];
+        }
+        ptr[c] = p;
+        if (up != p) any = 1;
+    }
+    if (any) *unfinished = 1;
+}
+
 // New component numbers after the jumps: flag[c] = 1 for the roots, whose
 // inclusive scan numbers them; then every node to its root's number, in
 // place (only thread c writes ptr[c]).

@@ -16,7 +16,7 @@ import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
 
-_KERNELS = ("pick_forest_break_pairs", "forest_jump", "root_flags", "renumber",
+_KERNELS = ("pick_forest_break_pairs", "forest_walk", "forest_jump", "root_flags", "renumber",
             "place_followers", "lightest_edges",
             "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
             "record_keys", "chain_below",
@@ -109,8 +109,14 @@ def forest_roots(ptr):
     return jump_in_place(cupy.array(ptr, dtype=dtype, order="C"))
 
 
+#: the steps of the first pass's walks up a forest (``jump_in_place``)
+WALK_STEPS = 8
+
+
 def jump_in_place(ptr):
-    """Pointer jumping in place until every node points at its root.
+    """Every node pointing at its root, in place: one pass of walks of up
+    to ``WALK_STEPS`` steps, then, where some fell short (a deep forest),
+    passes of pointer jumping until none changes anything.
 
     Parameters
     ----------
@@ -120,12 +126,13 @@ def jump_in_place(ptr):
     import cupy
 
     k = int(ptr.shape[0])
-    changed = cupy.zeros(1, cupy.int32)
-    while k:
-        changed.fill(0)
-        _launch("forest_jump", ptr, k, (ptr, np.int64(k), changed))
-        if not int(changed[0]):
-            break
+    if not k:
+        return ptr
+    flag = cupy.zeros(1, cupy.int32)
+    _launch("forest_walk", ptr, k, (ptr, np.int64(k), np.int32(WALK_STEPS), flag))
+    while int(flag[0]):
+        flag.fill(0)
+        _launch("forest_jump", ptr, k, (ptr, np.int64(k), flag))
     return ptr
 
 

@@ -90,6 +90,28 @@ def _upward(parent, min_row, spine):
     return low, split
 
 
+@njit(cache=True)
+def _number_by_depth(split, pre):
+    """number[b] = 1 + the place of birth b (the root, last, apart) in the
+    order (split, pre): the births in preorder, dealt stably into buckets by
+    split (``pre`` is a permutation of [0, B), the root's 0)."""
+    B = pre.shape[0]
+    at = np.empty(B, np.int64)  # the birth at every preorder place
+    for b in range(B):
+        at[pre[b]] = b
+    start = np.zeros(split.max() + 2, np.int64)
+    for b in range(B - 1):
+        start[split[b] + 1] += 1
+    for d in range(start.shape[0] - 1):
+        start[d + 1] += start[d]
+    number = np.zeros(B, np.int64)
+    for q in range(1, B):
+        b = at[q]
+        number[b] = 1 + start[split[b]]
+        start[split[b]] += 1
+    return number
+
+
 def host_numbers(parent, min_row, spine):
     """The host's cluster ids (minus n) of the births.
 
@@ -112,15 +134,17 @@ def host_numbers(parent, min_row, spine):
     """
     B = parent.shape[0]
     low, split = _upward(parent, min_row, spine)
-    pre = _preorder(parent, np.argsort(low, kind="stable"))
+    # siblings hold disjoint points, so their smallest rows differ: any sort
+    # by low lists every birth's children in one order
+    pre = _preorder(parent, np.argsort(low))
     # by (split, pre): the parents of the clusters born at one depth are not
     # nested (a cluster ends deeper than its parent), so their depth-first
     # order is their children's, and siblings come in ``pre`` by low
-    split, pre = split[:-1], pre[:-1]
-    if B < 2 or int(split.max()) < (1 << 62) // B:
-        order = np.argsort(split * B + pre)  # unique keys
-    else:
-        order = np.lexsort((pre, split))
+    if B < 2:
+        return np.zeros(B, np.int64)
+    if int(split[:-1].max()) < 4 * B:  # depths in a bucket each
+        return _number_by_depth(split[:-1], pre)
+    order = np.lexsort((pre[:-1], split[:-1]))
     number = np.zeros(B, np.int64)
     number[order] = np.arange(1, B)
     return number

@@ -95,7 +95,7 @@ def _highest_small(xp, mparent, level, size, n, mcs):
     return jump_to_roots(xp, climb)
 
 
-def _points_leave(xp, top, mparent, size, w, where, holder_birth, n, mcs, h, B):
+def _points_leave(xp, top, mparent, size, w, where, holders, holder_birth, n, mcs, B):
     """Every point's birth and lambda where it leaves: at the parent of the
     top of its climb (the lowest big merge, or the root, above it; a point
     climbs to its level-set parent when that is small, then on as the
@@ -104,7 +104,7 @@ def _points_leave(xp, top, mparent, size, w, where, holder_birth, n, mcs, h, B):
     if xp is not np:  # one pass over the points
         from ...kernels.cuda.clusters import points_leave
 
-        return points_leave(top, mparent, size, w, where, holder_birth, n, mcs, h, B)
+        return points_leave(top, mparent, size, w, where, holders, holder_birth, n, mcs, B)
     leave_at = mparent[:n] - n  # merge indices
     goes = (leave_at != n - 2) & (size[leave_at] < mcs)
     leave_at[goes] = mparent[n + top[leave_at[goes]]] - n
@@ -113,7 +113,7 @@ def _points_leave(xp, top, mparent, size, w, where, holder_birth, n, mcs, h, B):
     leave_holder = where[leave_at]
     del leave_at
     point_cluster = holder_birth[leave_holder]
-    holder_count, _ = tally(xp, leave_holder, h)
+    holder_count, _ = tally(xp, leave_holder, holders.shape[0])
     _, min_row = tally(xp, point_cluster, B, first=True)  # n for none
     return point_cluster, point_lambda, holder_count, min_row
 
@@ -185,7 +185,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     B = int(births.shape[0])
     holder_birth = xp.searchsorted(births, holders[holder_birth]).astype(it)
     point_cluster, point_lambda, holder_count, min_row = _points_leave(
-        xp, top, mparent, size, w, where, holder_birth, n, mcs, h, B)
+        xp, top, mparent, size, w, where, holders, holder_birth, n, mcs, B)
     del top
     spine, _ = tally(xp, holder_birth, B)  # the big nodes of each cluster's spine
     holder_lambda = _lam(xp, w[holders])
