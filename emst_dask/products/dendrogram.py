@@ -27,8 +27,8 @@ from ..engine.boruvka import Timers
 from .chains import boruvka_chains, index_dtype, point_children, record_chains
 
 
-def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
-    """Children and sizes of Kruskal's merges, in parallel.
+def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parents=False):
+    """Children (or parents) and sizes of Kruskal's merges, in parallel.
 
     Parameters
     ----------
@@ -46,12 +46,18 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
         The picks the EMST's Borůvka recorded (``SpanningTree.hierarchy``),
         the edges being in the engine's order: no rounds are run
         (``record_chains``).
+    parents : bool
+        Give every node's parent instead of every edge's children (what
+        HDBSCAN* reads): one pass over the chains, none over the (m, 2)
+        children.
 
     Returns
     -------
     children : (m, 2) of the index dtype, the two clusters merged by each
         edge (ids < n are points, n + j the cluster of edge j), the smaller
-        first.
+        first; with ``parents``, parent : (2n - 1,) of the index dtype, the
+        cluster each node (point v < n, cluster n + j) merges into, -1 for
+        the root (the last edge's).
     size : (m,) of the index dtype, the points in the cluster each edge
         forms.
     """
@@ -65,6 +71,8 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
         key, points, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
     timers.stop("dendrogram_rounds")
     if m == 0:
+        if parents:
+            return xp.full(n, -1, it), xp.zeros(0, it)
         return xp.zeros((0, 2), it), xp.zeros(0, it)
     # the edges in chain order (a stable sort by chain: they come in rank
     # order); the points, alone on their chains, need only their slots,
@@ -74,13 +82,18 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None):
     skey = key[order]
     del key
     timers.stop("dendrogram_chains")
-    children = point_children(xp, points, m, n, it)
-    del points
-    _children(xp, skey, order, children, edge_of, m, n)
+    if parents:
+        out, weight = _parents(xp, skey, order, points, edge_of, m, n, it)
+        del points
+    else:
+        out = point_children(xp, points, m, n, it)
+        del points
+        _children(xp, skey, order, out, edge_of, m, n)
+        weight = (out < n).sum(axis=1, dtype=it)
     timers.stop("dendrogram_children")
-    size = _sizes(xp, skey, order, children, n, edge_of, round_ends, m)
+    size = _sizes(xp, skey, order, weight, edge_of, round_ends, m)
     timers.stop("dendrogram_sizes")
-    return children, size
+    return out, size
 
 
 def _chain_ends(xp, skey):
@@ -88,6 +101,34 @@ def _chain_ends(xp, skey):
     last = xp.ones(skey.shape[0], bool)
     last[:-1] = skey[1:] != skey[:-1]
     return last
+
+
+def _parents(xp, skey, order, points, edge_of, m, n, it):
+    """Every node's parent, (2n - 1,) ``it``, -1 for the root: an edge's is
+    the next edge of its chain, a chain's last edge's the edge the chain
+    names, a point's the edge of its slot; and (m,) ``it``, the points among
+    every edge's children.  ``points``: the chain builders' (n,) slots, or
+    the recorded (m, 2) children (points in their slots, -1 elsewhere)."""
+    if xp is not np:  # a pass over the chains, one over the points
+        from ..kernels.cuda.dendrogram import chain_parents
+
+        return chain_parents(skey, order, points, edge_of, m, n)
+    parent = xp.full(2 * n - 1, -1, it)
+    last = _chain_ends(xp, skey)
+    up = xp.empty(m, it)
+    up[:-1] = order[1:] + n
+    tops = xp.flatnonzero(last & (skey < 2 * m))
+    up[tops] = edge_of[skey[tops] >> 1] + n
+    up[last & (skey == 2 * m)] = -1
+    parent[order + n] = up
+    if points.ndim == 2:
+        edge, side = xp.nonzero(points >= 0)
+        parent[points[edge, side]] = edge + n
+        weight = (points >= 0).sum(axis=1, dtype=it)
+    else:
+        parent[:n] = (points >> 1) + n
+        weight = xp.bincount(points >> 1, minlength=m).astype(it)
+    return parent, weight
 
 
 def _children(xp, skey, order, children, edge_of, m, n):
@@ -111,14 +152,15 @@ def _children(xp, skey, order, children, edge_of, m, n):
     children.sort(axis=1)
 
 
-def _sizes(xp, skey, order, children, n, edge_of, round_ends, m):
+def _sizes(xp, skey, order, weight, edge_of, round_ends, m):
     """(m,) of the index dtype: the points in the cluster of every edge,
     prefix sums along the chains of the edges, round by round (a chain's
     total is final once the chains of the rounds before are summed; the
-    points' chains, round 1's, total 1 each: an edge's children below n)."""
+    points' chains, round 1's, total 1 each).  ``weight`` ((m,) of the index
+    dtype, the points among every edge's two children) is overwritten: an
+    edge's chains' totals are added to it as they become final.
+    """
     it = skey.dtype.type
-    # an edge's chains' totals = its side sizes; the points' first
-    weight = (children < n).sum(axis=1, dtype=it)
     size = xp.empty(m, it)  # a round's chains hold disjoint points: sums < n
     bounds = [2 * e for e in [0] + round_ends] + [2 * m + 1]
     cut = xp.searchsorted(skey, xp.asarray(bounds, dtype=it)).tolist()

@@ -12,18 +12,6 @@ __device__ __forceinline__ double lambda_of(W h) {
     return x > 0.0 ? 1.0 / x : __longlong_as_double(0x7ff0000000000000LL);
 }
 
-// The binary dendrogram's parents: merge i is node n + i, the parent of its
-// two children.  parent holds -1 before (the root keeps it).
-template <typename I>
-__global__ void merge_parents(const I* __restrict__ children, I* __restrict__ parent,
-                              long long m, long long n) {
-    GRID_STRIDE(i, m) {
-        I v = (I)(n + i);
-        parent[children[2 * i]] = v;
-        parent[children[2 * i + 1]] = v;
-    }
-}
-
 // The level sets: every merge (index i = v - n) to its parent's merge when
 // both have one height (merges at one height are one merge), else to
 // itself; the last merge, the root, to itself.

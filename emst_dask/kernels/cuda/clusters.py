@@ -18,7 +18,7 @@ from .backend import THREADS, grid_stride_blocks
 from .dendrogram import INDEX_CTYPES, item_source, jump_in_place
 
 _FLOAT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-_BY_INDEX = ("merge_parents", "level_parents", "count_big", "holders_births", "climb_start",
+_BY_INDEX = ("level_parents", "count_big", "holders_births", "climb_start",
              "holder_counts")
 _BY_INDEX_AND_HEIGHT = ("level_up", "points_leave")
 
@@ -45,30 +45,29 @@ def _launch(name, count, args, index, height=None):
     _module().get_function(f"{name}<{types}>")(grid_stride_blocks(count), (THREADS,), args)
 
 
-def level_set_parents(children, w, n):
-    """Steps 1 and 2: every node's level-set parent, and the level-set nodes.
+def level_set_parents(parent, w, n):
+    """Step 2: every node's level-set parent, and the level-set nodes.
 
     Parameters
     ----------
-    children : (m, 2) int32 or int64 cupy array, C-contiguous, the merge of
-        every edge of the tree in the strict order (``products.dendrogram``).
+    parent : (2n - 1,) int32 or int64 cupy array, C-contiguous, the binary
+        dendrogram's parents of the tree's edges in the strict order (node
+        ids, -1 for the root; ``products.dendrogram`` with ``parents``);
+        overwritten.
     w : (m,) float32 or float64 cupy array, the heights, non-decreasing.
     n : int >= 2, m = n - 1.
 
     Returns
     -------
-    mparent : (2n - 1,) cupy array of the index type: the top of the run of
-        equal heights that holds each node's parent (a node id; -1 for the
-        root).
+    mparent : ``parent``, now the top of the run of equal heights that holds
+        each node's parent (a node id; -1 for the root).
     level : (m,) bool cupy array: the merges that are the top of their run.
     """
     import cupy
 
-    it = children.dtype
+    it = parent.dtype
     m = n - 1
     args = (np.int64(m), np.int64(n))
-    parent = cupy.full(2 * n - 1, -1, it)
-    _launch("merge_parents", m, (cupy.ascontiguousarray(children), parent) + args, it)
     top = cupy.empty(m, it)
     _launch("level_up", m, (parent, cupy.ascontiguousarray(w), top) + args, it, w.dtype)
     jump_in_place(top)

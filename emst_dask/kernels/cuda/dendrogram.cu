@@ -231,6 +231,48 @@ __global__ void chain_below(const I* __restrict__ skey, const I* __restrict__ or
     }
 }
 
+// Parents instead of children (HDBSCAN* reads only these): an edge's is the
+// next edge of its chain, a chain's last edge's the edge the chain names
+// (-1 on the root chain); node n + e is edge e.
+template <typename I>
+__global__ void chain_parents(const I* __restrict__ skey, const I* __restrict__ order,
+                              const I* __restrict__ owner, I* __restrict__ parent,
+                              long long count, long long m, long long n) {
+    GRID_STRIDE(i, count) {
+        I k = skey[i];
+        I up;
+        if (i + 1 < count && skey[i + 1] == k) up = (I)(order[i + 1] + n);
+        else up = k < 2 * m ? (I)(owner[k >> 1] + n) : (I)-1;
+        parent[n + order[i]] = up;
+    }
+}
+
+// A point's parent is the edge of its slot (pslot[p] = 2 edge + side); the
+// points among each edge's children are counted (at most two a counter).
+template <typename I>
+__global__ void point_parents(const I* __restrict__ pslot, I* __restrict__ parent,
+                              I* weight, long long n) {
+    typedef typename Unsigned<I>::type U;
+    GRID_STRIDE(p, n) {
+        I e = pslot[p] >> 1;
+        parent[p] = (I)(e + n);
+        atomicAdd((U*)&weight[e], (U)1);
+    }
+}
+
+// The same from the children the EMST recorded ((m, 2) int32, the points
+// in their slots, -1 elsewhere), one thread an edge.
+template <typename I>
+__global__ void recorded_point_parents(const int* __restrict__ rec, I* __restrict__ parent,
+                                       I* __restrict__ weight, long long m, long long n) {
+    GRID_STRIDE(e, m) {
+        int a = rec[2 * e], b = rec[2 * e + 1];
+        if (a >= 0) parent[a] = (I)(e + n);
+        if (b >= 0) parent[b] = (I)(e + n);
+        weight[e] = (I)((a >= 0) + (b >= 0));
+    }
+}
+
 template <typename I>
 __global__ void order_pairs(I* children, long long m) {
     GRID_STRIDE(e, m) {

@@ -19,7 +19,8 @@ from .backend import THREADS, grid_stride_blocks
 _KERNELS = ("pick_forest_break_pairs", "forest_walk", "forest_jump", "root_flags", "renumber",
             "place_followers", "lightest_edges",
             "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
-            "record_keys", "chain_below",
+            "record_keys", "chain_below", "chain_parents", "point_parents",
+            "recorded_point_parents",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
 #: the C type of each index dtype the one-thread-an-item kernels take
 INDEX_CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
@@ -363,6 +364,43 @@ def chain_children(skey, order, children, owner, m, n):
     _launch("chain_tops", skey, count, (skey, order, owner, children) + args)
     _launch("chain_below", skey, count, (skey, order, children) + args)
     _launch("order_pairs", skey, m, (children, np.int64(m)))
+
+
+def chain_parents(skey, order, points, owner, m, n):
+    """Every node's parent from the edges in chain order, and the points
+    among every edge's children.
+
+    Parameters
+    ----------
+    skey, order, owner : as ``chain_children``.
+    points : (n,) cupy array of skey's type, every point's slot (2 edge +
+        side); or the recorded (m, 2) int32 children (points in their
+        slots, -1 elsewhere).
+    m, n : int, the numbers of edges and points.
+
+    Returns
+    -------
+    parent : (2n - 1,) of skey's type, the node (n + edge) every node
+        (point v < n, edge n + e) merges into, -1 for the root.
+    weight : (m,) of skey's type, the points among every edge's children.
+    """
+    import cupy
+
+    it = skey.dtype
+    count = int(skey.shape[0])
+    parent = cupy.empty(2 * n - 1, it)
+    _launch("chain_parents", skey, count, (skey, order, owner, parent, np.int64(count),
+                                           np.int64(m), np.int64(n)))
+    if points.ndim == 2:
+        weight = cupy.empty(m, it)
+        _launch("recorded_point_parents", skey, m,
+                (cupy.ascontiguousarray(points, dtype=cupy.int32), parent, weight,
+                 np.int64(m), np.int64(n)))
+    else:
+        weight = cupy.zeros(m, it)
+        _launch("point_parents", skey, n, (cupy.ascontiguousarray(points, dtype=it), parent,
+                                            weight, np.int64(n)))
+    return parent, weight
 
 
 def chain_sizes(skey, order, owner, weight, size, lo, hi, m):

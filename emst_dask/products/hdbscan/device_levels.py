@@ -25,21 +25,17 @@ def _lam(xp, h):
     return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
 
 
-def _level_sets(xp, children, w, n):
-    """Steps 1 and 2: (2n - 1,) every node's level-set parent (the top of
-    the run of equal heights holding its parent, a node id; -1 for the
-    root), and (m,) bool, the merges that are level-set nodes."""
+def _level_sets(xp, parent, w, n):
+    """Step 2: (2n - 1,) every node's level-set parent (the top of the run
+    of equal heights holding its parent, a node id; -1 for the root), in
+    place of ``parent`` (the binary dendrogram's, (2n - 1,) node ids, -1 for
+    the root), and (m,) bool, the merges that are level-set nodes."""
     if xp is not np:  # one pass a step
         from ...kernels.cuda.clusters import level_set_parents
 
-        return level_set_parents(children, w, n)
-    it = children.dtype.type
-    m, N, R = n - 1, 2 * n - 1, 2 * n - 2
-    parent = xp.full(N, -1, it)
-    merge = xp.arange(n, N, dtype=it)
-    parent[children[:, 0]] = merge
-    parent[children[:, 1]] = merge
-    del merge
+        return level_set_parents(parent, w, n)
+    it = parent.dtype.type
+    m, R = n - 1, 2 * n - 2
     # every merge to the top of its run of equal heights (a point is never
     # part of its parent's merge); indices of merges i = v - n
     up = xp.arange(m, dtype=it)
@@ -157,14 +153,14 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
         s, t, w = s[order], t[order], w[order]
         del order
     timers.stop("strict_order")
-    children, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy)
+    parent, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy, parents=True)
     del s, t
-    it = children.dtype.type
+    it = parent.dtype.type
     timers.start()
     m = n - 1
     mcs = min_cluster_size
-    mparent, level = _level_sets(xp, children, w, n)  # node ids, -1 for the root
-    del children
+    mparent, level = _level_sets(xp, parent, w, n)  # node ids, -1 for the root
+    del parent
     timers.stop("level_sets")
 
     # 3. big merges, births, and the cluster every point leaves
