@@ -26,7 +26,7 @@ def jump_to_roots(xp, ptr):
     """Every node's root in the forest ``ptr`` ((k,) int32 or int64 of
     ``xp``, roots where ``ptr[x] == x``; left as it is), of ``ptr``'s dtype:
     pointer jumping, the depth halving each pass (on CuPy: in-place passes
-    over a copy, one thread a node)."""
+    over a copy, one thread a node walking several steps up)."""
     if xp is not np:
         from .kernels.cuda.dendrogram import forest_roots
 

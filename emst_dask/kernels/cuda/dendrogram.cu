@@ -4,7 +4,7 @@
 
 // The roots of Boruvka's pick forest: ptr[c] is the component at the other
 // end of c's lightest edge.  Mutual pairs (the only cycles, ranks being
-// distinct) are first broken at the smaller id; then pointer jumping.
+// distinct) are first broken at the smaller id; then walks to the roots.
 template <typename I>
 __global__ void pick_forest_break_pairs(I* ptr, long long k) {
     GRID_STRIDE(c, k) {
@@ -13,29 +13,14 @@ __global__ void pick_forest_break_pairs(I* ptr, long long k) {
     }
 }
 
-// One pass of pointer jumping in any forest (roots where ptr[c] == c), in
-// place: ptr[c] = ptr[ptr[c]].  A value read may already have jumped in this
-// pass, which only takes c further up; only thread c writes ptr[c].  Passes
-// repeat until none changes anything: log2(depth) + 1 of them, however deep
-// the forest (path halving by concurrent threads degrades on the
-// million-deep chains of a big cluster's spine).
-template <typename I>
-__global__ void forest_jump(I* ptr, long long k, int* changed) {
-    int any = 0;
-    GRID_STRIDE(c, k) {
-        I p = ptr[c], up = ptr[p];
-        if (up != p) { ptr[c] = up; any = 1; }
-    }
-    if (any) *changed = 1;
-}
-
 // Every node as far up its root path as a walk of ``steps`` steps takes it,
-// in place: the roots first, in one pass, where forests are shallow (most
-// of Borůvka's pick forests).  Only non-roots are written, and a value read
-// that another thread wrote already is an ancestor, which only shortens a
-// walk; a walk that ends at a node pointing at itself ends at a root.
-// ``unfinished`` is set where a walk stopped short (the passes of
-// forest_jump then finish a deep forest in log2(depth) + 1 more).
+// in place.  Only non-roots are written, and a value read that another
+// thread wrote already is an ancestor, which only shortens a walk; a walk
+// that ends at a node pointing at itself ends at a root.  ``unfinished`` is
+// set where a walk stopped short: another pass then walks a forest already
+// ``steps`` times shallower, so a forest of depth D takes about
+// log(D) / log(steps) passes (one, for most of Borůvka's pick forests), and
+// none is spent finding that nothing changes.
 template <typename I>
 __global__ void forest_walk(I* ptr, long long k, int steps, int* unfinished) {
     int any = 0;

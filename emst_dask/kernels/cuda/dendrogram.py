@@ -16,7 +16,7 @@ import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
 
-_KERNELS = ("pick_forest_break_pairs", "forest_walk", "forest_jump", "root_flags", "renumber",
+_KERNELS = ("pick_forest_break_pairs", "forest_walk", "root_flags", "renumber",
             "place_followers", "lightest_edges",
             "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
             "record_keys", "chain_below", "chain_parents", "point_parents",
@@ -110,14 +110,13 @@ def forest_roots(ptr):
     return jump_in_place(cupy.array(ptr, dtype=dtype, order="C"))
 
 
-#: the steps of the first pass's walks up a forest (``jump_in_place``)
+#: the steps of a pass's walks up a forest (``jump_in_place``)
 WALK_STEPS = 8
 
 
 def jump_in_place(ptr):
-    """Every node pointing at its root, in place: one pass of walks of up
-    to ``WALK_STEPS`` steps, then, where some fell short (a deep forest),
-    passes of pointer jumping until none changes anything.
+    """Every node pointing at its root, in place: passes of walks of up to
+    ``WALK_STEPS`` steps up the forest until every walk ends at a root.
 
     Parameters
     ----------
@@ -127,13 +126,10 @@ def jump_in_place(ptr):
     import cupy
 
     k = int(ptr.shape[0])
-    if not k:
-        return ptr
-    flag = cupy.zeros(1, cupy.int32)
-    _launch("forest_walk", ptr, k, (ptr, np.int64(k), np.int32(WALK_STEPS), flag))
-    while int(flag[0]):
-        flag.fill(0)
-        _launch("forest_jump", ptr, k, (ptr, np.int64(k), flag))
+    unfinished = cupy.ones(1, cupy.int32)
+    while k and int(unfinished[0]):
+        unfinished.fill(0)
+        _launch("forest_walk", ptr, k, (ptr, np.int64(k), np.int32(WALK_STEPS), unfinished))
     return ptr
 
 
