@@ -142,9 +142,14 @@ def host_numbers(parent, min_row, spine):
     # order is their children's, and siblings come in ``pre`` by low
     if B < 2:
         return np.zeros(B, np.int64)
-    if int(split[:-1].max()) < 4 * B:  # depths in a bucket each
+    deepest = int(split[:-1].max())
+    if deepest < 4 * B:  # depths in a bucket each
         return _number_by_depth(split[:-1], pre)
-    order = np.lexsort((pre[:-1], split[:-1]))
+    split, pre = split[:-1], pre[:-1]
+    if deepest < (1 << 62) // B:  # long spines: one sort of unique keys
+        order = np.argsort(split * B + pre)
+    else:
+        order = np.lexsort((pre, split))
     number = np.zeros(B, np.int64)
     number[order] = np.arange(1, B)
     return number
