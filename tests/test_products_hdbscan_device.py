@@ -174,6 +174,37 @@ def test_a_cluster_of_many_runs():
     same(host, whole)
 
 
+def test_long_spines_equal_host():
+    # a cluster that loses points one at a time over many levels (a long
+    # spine of big nodes, as in real clouds) before it splits: the births
+    # below it are deeper than buckets of depth would take, and are
+    # numbered by one sort of (depth, preorder) keys
+    rng = np.random.default_rng(8)
+    blobs = np.r_[rng.normal(size=(200, 2)) * 0.1, rng.normal(size=(200, 2)) * 0.1 + [5.0, 0]]
+    chain = np.c_[-np.cumsum(6.0 + 0.01 * np.arange(300)), np.zeros(300)]
+    host, whole = both(np.r_[blobs, chain], 2, min_cluster_size=40)
+    assert host.n_clusters == 2
+    same(host, whole)
+
+
+def test_birth_numbers_do_not_depend_on_how_deep_the_spines_are():
+    # host_numbers orders births by (depth, preorder); scaling every spine
+    # scales every depth and keeps that order, while the numbering switches
+    # from buckets of depth to one sort of keys and then to a lexsort
+    from emst_dask.products.hdbscan.device import host_numbers
+
+    rng = np.random.default_rng(9)
+    for B in (2, 3, 40, 3000):
+        parent = np.array([rng.integers(b + 1, min(B, b + 1 + rng.integers(1, 9)))
+                           for b in range(B - 1)] + [-1], np.int64)
+        min_row = rng.permutation(10 * B)[:B].astype(np.int64)
+        spine = rng.integers(1, 4, B)
+        want = host_numbers(parent, min_row, spine)
+        assert sorted(want) == list(range(B))
+        for scale in (10**3, 10**14):
+            np.testing.assert_array_equal(host_numbers(parent, min_row, spine * scale), want)
+
+
 @pytest.mark.gpu
 def test_cupy_many_runs_equals_host():
     cupy = pytest.importorskip("cupy")
