@@ -38,7 +38,7 @@ __global__ void forest_walk(I* ptr, long long k, int steps, int* unfinished) {
     if (any) *unfinished = 1;
 }
 
-// New component numbers after the jumps: flag[c] = 1 for the roots, whose
+// New component numbers after the walks: flag[c] = 1 for the roots, whose
 // inclusive scan numbers them; then every node to its root's number, in
 // place (only thread c writes ptr[c]).
 template <typename I>

@@ -92,12 +92,13 @@ def _upward(parent, min_row, spine):
 
 @njit(cache=True)
 def _number_by_depth(split, pre):
-    """number[b] = 1 + the place of birth b (the root, last, apart) in the
-    order (split, pre): the births in preorder, dealt stably into buckets by
-    split (``pre`` is a permutation of [0, B), the root's 0)."""
-    B = pre.shape[0]
+    """number[b] = 1 + the place of birth b in the order (split, pre): the
+    births in preorder, dealt stably into buckets by split.  ``split``,
+    ``pre``: (B - 1,) of the births but the root (``pre`` a permutation of
+    [1, B), the root's place 0); number: (B,) int64, 0 for the root."""
+    B = pre.shape[0] + 1
     at = np.empty(B, np.int64)  # the birth at every preorder place
-    for b in range(B):
+    for b in range(B - 1):
         at[pre[b]] = b
     start = np.zeros(split.max() + 2, np.int64)
     for b in range(B - 1):
@@ -142,10 +143,10 @@ def host_numbers(parent, min_row, spine):
     # order is their children's, and siblings come in ``pre`` by low
     if B < 2:
         return np.zeros(B, np.int64)
-    deepest = int(split[:-1].max())
+    split, pre = split[:-1], pre[:-1]  # the root, last, is number 0
+    deepest = int(split.max())
     if deepest < 4 * B:  # depths in a bucket each
-        return _number_by_depth(split[:-1], pre)
-    split, pre = split[:-1], pre[:-1]
+        return _number_by_depth(split, pre)
     if deepest < (1 << 62) // B:  # long spines: one sort of unique keys
         order = np.argsort(split * B + pre)
     else:
