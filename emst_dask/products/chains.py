@@ -41,54 +41,57 @@ def index_dtype(m, n):
 
 
 def _components(xp, ptr):
-    """Roots of the pointer forest ``ptr`` (mutual pairs resolved to the
-    smaller id): (new id of every node's root, number of roots), in the
-    dtype of ``ptr`` (which CuPy overwrites)."""
+    """Roots of the pick forest ``ptr`` (``_picks``'): (new id of every
+    node's root, number of roots), in the dtype of ``ptr`` (which CuPy
+    overwrites)."""
     if xp is not np:  # in-place passes, no (k,) temporaries per pass
         from ..kernels.cuda.dendrogram import pick_forest_components
 
         return pick_forest_components(ptr)
-    k = ptr.shape[0]
-    c = xp.arange(k, dtype=ptr.dtype)
-    ptr = jump_to_roots(xp, xp.where((ptr[ptr] == c) & (c < ptr), c, ptr))
-    roots = ptr == c
+    ptr = jump_to_roots(xp, ptr)
+    roots = ptr == xp.arange(ptr.shape[0], dtype=ptr.dtype)
     new_id = xp.cumsum(roots, dtype=ptr.dtype) - 1
     return new_id[ptr], int(new_id[-1]) + 1
 
 
-def _lightest(xp, k, cs, ct, rank, m):
-    """(k,) of rank's dtype: every component's lightest edge (its lowest
-    rank; m for none) among the edges (cs, ct) between components."""
+def _lightest(xp, k, cs, ct, m):
+    """(k,) of cs's dtype: every component's lightest edge among the edges
+    (cs, ct) between components, its lowest position (the edges are in
+    rank order); m for none."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import lightest_edges
 
-        return lightest_edges(k, cs, ct, rank, m)
-    best = xp.full(k, m, rank.dtype)
-    xp.minimum.at(best, cs, rank)
-    xp.minimum.at(best, ct, rank)
+        return lightest_edges(k, cs, ct, m)
+    best = xp.full(k, m, cs.dtype)
+    at = xp.arange(cs.shape[0], dtype=cs.dtype)
+    xp.minimum.at(best, cs, at)
+    xp.minimum.at(best, ct, at)
     return best
 
 
-def _picks(xp, k, cs, ct, rank, best):
+def _picks(xp, k, cs, ct, rank, best, positions=False):
     """The round's picked edges: (``sel``, (k,) int8 side of every component
-    on its pick (0 source, 1 target), (k,) the component at the pick's other
-    end).  ``sel`` says which edges were picked: their positions (numpy), or
-    the running count of picks, an inclusive scan over the edges (CuPy)."""
+    on its pick (0 source, 1 target), (k,) the component at the other end of
+    every pick (the smaller of a mutual pair, two components that picked one
+    edge, points at itself instead: a forest), (k,) every pick's rank).
+    ``best``: the picks' positions (``_lightest``); ``positions``: the ranks
+    are the positions (the first round).  ``sel`` says which edges were
+    picked: their positions (numpy), or the running count of picks, an
+    inclusive scan over the edges (CuPy)."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import picks
 
-        flag, side, ptr = picks(k, cs, ct, rank, best)
-        return xp.cumsum(flag, dtype=rank.dtype), side, ptr
-    by_s, by_t = best[cs] == rank, best[ct] == rank
-    es, et = xp.flatnonzero(by_s), xp.flatnonzero(by_t)  # edges picked from s, t
-    picked = xp.flatnonzero(by_s | by_t)
-    side = xp.empty(k, xp.int8)
-    side[cs[es]] = 0
-    side[ct[et]] = 1
-    ptr = xp.arange(k, dtype=rank.dtype)
-    ptr[cs[es]] = ct[es]
-    ptr[ct[et]] = cs[et]
-    return picked, side, ptr
+        flag, side, ptr, alpha = picks(k, cs, ct, rank, best, positions)
+        return xp.cumsum(flag, dtype=rank.dtype), side, ptr, alpha
+    c = xp.arange(k, dtype=best.dtype)
+    u, v = cs[best], ct[best]
+    side = (u != c).astype(xp.int8)
+    other = xp.where(side == 1, u, v)
+    mutual = (other > c) & (best[other] == best)
+    ptr = xp.where(mutual, c, other)
+    picked = xp.zeros(cs.shape[0], bool)
+    picked[best] = True
+    return xp.flatnonzero(picked), side, ptr, best if positions else rank[best]
 
 
 def _take_picks(xp, sel, rank, cid, so_far):
@@ -119,14 +122,15 @@ def _split(xp, sel, rank, cs, ct, new_comp, p):
     return item_comp, rank[rest], cs, ct, bool((cs == ct).any())
 
 
-def _chain_keys(xp, key, items, item_comp, best, cid, side):
-    """key[items] = the chain of each item's component's pick on its side;
-    returns alpha, (len(items),) the pick of each item's component."""
+def _chain_keys(xp, key, items, item_comp, pick, cid, side):
+    """key[items] = the chain of each item's component's pick on its side
+    (``pick``: (k,) every component's pick's rank); returns alpha,
+    (len(items),) the pick of each item's component."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import chain_keys
 
-        return chain_keys(key, items, item_comp, best, cid, side)
-    alpha = best[item_comp]
+        return chain_keys(key, items, item_comp, pick, cid, side)
+    alpha = pick[item_comp]
     key[items] = 2 * cid[alpha] + side[item_comp]  # int8 side: stays key's dtype
     return alpha
 
@@ -176,23 +180,24 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         if rank.shape[0] == 0:
             raise InputError(f"the edges do not connect the {n} points: they leave "
                              f"{k} components")
-        best = _lightest(xp, k, cs, ct, rank, m)
+        best = _lightest(xp, k, cs, ct, m)
         lonely = int((best == m).sum())
         if lonely:
             raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
                              "components have no edge out")
-        sel, side, ptr = _picks(xp, k, cs, ct, rank, best)
+        sel, side, ptr, pick = _picks(xp, k, cs, ct, rank, best, positions=item_rank is None)
+        del best
         prank = _take_picks(xp, sel, rank, cid, picked_so_far)
         picked_so_far += int(prank.shape[0])
         round_ends.append(picked_so_far)
 
         # every item to its chain; those above their pick are put right later
-        alpha = _chain_keys(xp, key, items, item_comp, best, cid, side)
+        alpha = _chain_keys(xp, key, items, item_comp, pick, cid, side)
         if item_rank is not None:
             above = xp.flatnonzero(item_rank > alpha)
             followers.append((items[above], alpha[above]))
             del above
-        del alpha, side, best
+        del alpha, side, pick
         new_comp, k = _components(xp, ptr)
 
         items, item_rank = prank, prank

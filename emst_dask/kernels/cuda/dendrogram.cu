@@ -2,17 +2,6 @@
 // that the whole-array formulation does in many passes: each is one thread
 // per item here (items.cuh comes first: the index type I, GRID_STRIDE).
 
-// The roots of Boruvka's pick forest: ptr[c] is the component at the other
-// end of c's lightest edge.  Mutual pairs (the only cycles, ranks being
-// distinct) are first broken at the smaller id; then walks to the roots.
-template <typename I>
-__global__ void pick_forest_break_pairs(I* ptr, long long k) {
-    GRID_STRIDE(c, k) {
-        I p = ptr[c];
-        if (c < p && ptr[p] == c) ptr[c] = (I)c;
-    }
-}
-
 // Every node as far up its root path as a walk of ``steps`` steps takes it,
 // in place.  Only non-roots are written, and a value read that another
 // thread wrote already is an ancestor, which only shortens a walk; a walk
@@ -75,33 +64,42 @@ __global__ void place_followers(const I* __restrict__ edge, const I* __restrict_
     }
 }
 
-// Every component's lightest edge: the lowest rank among the edges at it.
+// Every component's lightest edge: the lowest position among the edges at
+// it (the edges stay in rank order round after round, so the lowest
+// position is the lowest rank).
 template <typename I>
-__global__ void lightest_edges(const I* __restrict__ cs, const I* __restrict__ ct,
-                               const I* __restrict__ rank, I* best, long long count) {
+__global__ void lightest_edges(const I* __restrict__ cs, const I* __restrict__ ct, I* best,
+                               long long count) {
     typedef typename Unsigned<I>::type U;
     GRID_STRIDE(e, count) {
-        U r = (U)rank[e];
-        atomicMin((U*)&best[cs[e]], r);
-        atomicMin((U*)&best[ct[e]], r);
+        atomicMin((U*)&best[cs[e]], (U)e);
+        atomicMin((U*)&best[ct[e]], (U)e);
     }
 }
 
-// The picks: flag[e] = 1 when edge e is some component's lightest; for each
-// component, side (0: it is the pick's source, 1: its target) and the
-// component at the pick's other end (each component has one pick, so each
-// is written once).
+// The picks, one thread a component (its writes coalesce; a pass over the
+// edges wrote side and ptr at random): c's pick is the edge at best[c].
+// flag[e] = 1 for a picked edge (zeroed before); side[c] 0 where c is the
+// pick's source, 1 its target; ptr[c] the component at the other end, but
+// c itself for the smaller of a mutual pair (both picked one edge, the only
+// cycles of the pick forest, ranks being distinct), so that ptr is a
+// forest; alpha[c] the pick's rank (its position, with ``positions``: the
+// first round, whose ranks are the positions).
 template <typename I>
-__global__ void picks(const I* __restrict__ cs, const I* __restrict__ ct,
-                      const I* __restrict__ rank, const I* __restrict__ best,
-                      unsigned char* __restrict__ flag, signed char* __restrict__ side,
-                      I* __restrict__ ptr, long long count) {
-    GRID_STRIDE(e, count) {
-        I r = rank[e], u = cs[e], v = ct[e];
-        bool by_s = best[u] == r, by_t = best[v] == r;
-        if (by_s) { side[u] = 0; ptr[u] = v; }
-        if (by_t) { side[v] = 1; ptr[v] = u; }
-        flag[e] = by_s || by_t;
+__global__ void component_picks(const I* __restrict__ best, const I* __restrict__ cs,
+                                const I* __restrict__ ct, const I* __restrict__ rank,
+                                int positions, unsigned char* __restrict__ flag,
+                                signed char* __restrict__ side, I* __restrict__ ptr,
+                                I* __restrict__ alpha, long long k) {
+    GRID_STRIDE(c, k) {
+        I e = best[c];
+        I u = cs[e], v = ct[e];
+        bool target = u != (I)c;
+        I other = target ? u : v;
+        side[c] = target;
+        ptr[c] = (other > (I)c && best[other] == e) ? (I)c : other;
+        alpha[c] = positions ? e : rank[e];
+        flag[e] = 1;
     }
 }
 
@@ -327,7 +325,8 @@ __global__ void tally(const I* __restrict__ key, long long count,
         // lanes hold consecutive items: the group's lowest lane, its first item
         if (k >= 0 && (threadIdx.x & 31) == __ffs(group) - 1) {
             atomicAdd(&total[k], (unsigned long long)__popc(group));
-            if (first) atomicMin((U*)&first[k], (U)i);
+            // read first: most groups of a crowded value come after its lowest
+            if (first && (U)i < (U)__ldcg(&first[k])) atomicMin((U*)&first[k], (U)i);
         }
     }
 }

@@ -16,9 +16,9 @@ import numpy as np
 
 from .backend import THREADS, grid_stride_blocks
 
-_KERNELS = ("pick_forest_break_pairs", "forest_walk", "root_flags", "renumber",
+_KERNELS = ("forest_walk", "root_flags", "renumber",
             "place_followers", "lightest_edges",
-            "picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
+            "component_picks", "take_picks", "split_edges", "chain_keys", "chain_tops", "point_tops",
             "record_keys", "chain_below", "chain_parents", "point_parents",
             "recorded_point_parents",
             "order_pairs", "size_terms", "chain_bases", "chain_sizes", "tally")
@@ -49,31 +49,15 @@ def _launch(name, index, count, args):
             grid_stride_blocks(count), (THREADS,), args)
 
 
-def pick_forest_roots(ptr):
-    """Every node's root in Borůvka's pick forest, in place.
-
-    Parameters
-    ----------
-    ptr : (k,) int32 or int64 cupy array, C-contiguous: ``ptr[c]`` the
-        component joined by c's pick (itself for none); mutual pairs allowed.
-
-    Returns
-    -------
-    ptr, now every node's root (a mutual pair's root is its smaller id).
-    """
-    k = int(ptr.shape[0])
-    _launch("pick_forest_break_pairs", ptr, k, (ptr, np.int64(k)))
-    return jump_in_place(ptr)
-
-
 def pick_forest_components(ptr):
     """Borůvka's merged components: every node's root in the pick forest,
     numbered in the order of the roots' ids.
 
     Parameters
     ----------
-    ptr : (k,) int32 or int64 cupy array, C-contiguous, as
-        ``pick_forest_roots`` takes it; overwritten.
+    ptr : (k,) int32 or int64 cupy array, C-contiguous: ``ptr[c]`` the
+        component joined by c's pick, or c for a root (``component_picks``
+        makes the smaller of a mutual pair one); overwritten.
 
     Returns
     -------
@@ -83,7 +67,7 @@ def pick_forest_components(ptr):
     import cupy
 
     k = int(ptr.shape[0])
-    pick_forest_roots(ptr)
+    jump_in_place(ptr)
     flag = cupy.empty(k, ptr.dtype)
     _launch("root_flags", ptr, k, (ptr, flag, np.int64(k)))
     scan = cupy.cumsum(flag, dtype=ptr.dtype)  # an int32 scan is int64 by default
@@ -148,29 +132,35 @@ def place_followers(key, owner, edge, target, m):
     _launch("place_followers", key, f, (edge, target, np.int64(f), key, owner, np.int64(m)))
 
 
-def lightest_edges(k, cs, ct, rank, m):
-    """(k,) cupy array of the index type: every component's lowest edge rank
-    (m for none).
+def lightest_edges(k, cs, ct, m):
+    """(k,) cupy array of the index type: every component's lightest edge,
+    its lowest position (the edges being in rank order; m for none).
 
     Parameters
     ----------
     k : int, the number of components.
     cs, ct : (e,) int32 or int64 cupy arrays, the components at each edge's
-        ends.
-    rank : (e,) same type, the edges' ranks (>= 0, < m).
+        ends, e <= m.
     m : int, the sentinel for no edge.
     """
     import cupy
 
-    best = cupy.full(k, m, rank.dtype)
+    best = cupy.full(k, m, cs.dtype)
     count = int(cs.shape[0])
-    _launch("lightest_edges", rank, count, (cs, ct, rank, best, np.int64(count)))
+    _launch("lightest_edges", cs, count, (cs, ct, best, np.int64(count)))
     return best
 
 
-def picks(k, cs, ct, rank, best):
-    """The picked edges of a round (as ``products.chains._picks``);
-    every one of the k components must have a pick.
+def picks(k, cs, ct, rank, best, positions=False):
+    """The picked edges of a round (as ``products.chains._picks``), one
+    thread a component; every one of the k components must have a pick.
+
+    Parameters
+    ----------
+    k : int, the number of components.
+    cs, ct, rank : (e,) cupy arrays of the index type, the round's edges.
+    best : (k,) same type, every component's pick (``lightest_edges``).
+    positions : bool, the ranks are the positions (the first round): not read.
 
     Returns
     -------
@@ -178,18 +168,20 @@ def picks(k, cs, ct, rank, best):
     side : (k,) int8 cupy, 0 where a component is its pick's source, 1 where
         it is the target.
     ptr : (k,) cupy of the index type, the component at the other end of
-        each pick.
+        each pick, or the component itself for the smaller of a mutual pair
+        (a forest).
+    alpha : (k,) same type, every component's pick's rank.
     """
     import cupy
 
     count = int(cs.shape[0])
-    flag = cupy.empty(count, cupy.uint8)
-    # every component has a pick (the caller checked), so the kernel writes
-    # every side and pointer
+    flag = cupy.zeros(count, cupy.uint8)
     side = cupy.empty(k, cupy.int8)
-    ptr = cupy.empty(k, rank.dtype)
-    _launch("picks", rank, count, (cs, ct, rank, best, flag, side, ptr, np.int64(count)))
-    return flag, side, ptr
+    ptr = cupy.empty(k, cs.dtype)
+    alpha = cupy.empty(k, cs.dtype)
+    _launch("component_picks", cs, k, (best, cs, ct, rank, np.int32(bool(positions)), flag,
+                                       side, ptr, alpha, np.int64(k)))
+    return flag, side, ptr, alpha
 
 
 def take_picks(pos, rank, cid, so_far):
