@@ -340,6 +340,33 @@ def test_edge_store_detects_every_corrupted_chunk(tmp_path, zarr_format):
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
+def test_edge_store_refuses_every_missing_chunk(tmp_path, zarr_format):
+    """zarr reads an absent chunk as zeros, without a checksum to fail: a
+    deleted weight chunk would make every height 0 (one FoF group, an
+    all-noise HDBSCAN*).  Each deleted chunk file is an error naming its
+    array and chunk, whichever product reads the store."""
+    pts = cloud(1000, 3, seed=25)
+    out = str(tmp_path / "edges.zarr")
+    emst_dask.emst(pts, min_samples=3, out=out, chunk_rows=250, zarr_format=zarr_format)
+    files = [f for f in _chunk_files(out)
+             if f.split(os.sep)[0] in ("source", "target", "weight", "core_distances")]
+    assert len(files) == 16, files
+    readers = [lambda p: emst_dask.read_edges(p),
+               lambda p: emst_dask.HDBSCAN(min_cluster_size=5, min_samples=3,
+                                           backend="cpu").fit_tree(p)]
+    for trial, rel in enumerate(files):
+        copy = str(tmp_path / f"t{trial}.zarr")
+        shutil.copytree(out, copy)
+        os.remove(os.path.join(copy, rel))
+        with pytest.raises(InputError) as info:
+            readers[trial % 2](copy)
+        msg = str(info.value)
+        assert rel.split(os.sep)[0] in msg and _names_chunk(msg, _chunk_index(rel)), (rel, msg)
+        assert "missing" in msg
+        shutil.rmtree(copy)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
 def test_nan_in_unchecksummed_chunk_says_it_may_be_corrupt(tmp_path, zarr_format):
     """A third-party snapshot, uncompressed and without a checksum, whose
     chunk 2 has 8 bytes overwritten with 0xff: a NaN where a float64 was."""

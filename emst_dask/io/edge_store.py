@@ -309,11 +309,14 @@ class EdgeStore:
         return out
 
     def read_array(self, name: str) -> np.ndarray | None:
-        """One array whole; a chunk that fails its checksum or cannot be
-        decoded is an InputError naming the array and the chunk."""
+        """One array whole; a missing chunk, or one that fails its checksum
+        or cannot be decoded, is an InputError naming the array and the
+        chunk."""
         arr = self._arrays()[name]
         if arr is None:
             return None
+        if not self.is_npy:
+            self._check_chunks_present(name, arr)
         try:
             return np.asarray(arr[:])
         except Exception as exc:
@@ -328,6 +331,26 @@ class EdgeStore:
                         "the store may be corrupt") from None
             raise InputError(f"{self.path}: array {name}: cannot be read "
                              f"({type(exc).__name__}: {exc})") from None
+
+    def _check_chunks_present(self, name, arr):
+        """An InputError naming the first chunk of ``arr`` absent from the
+        store: zarr would read it as zeros, and the package writes every
+        chunk (``io.codecs``), so an absent one is damage."""
+        from .zarr_source import missing_chunks, storage_rows_of
+
+        try:
+            missing = missing_chunks(arr)
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - a store that cannot list: the reads' checks remain
+            return
+        if missing:
+            r, what = missing[0]
+            a, b = storage_rows_of(arr, r)
+            raise InputError(
+                f"{self.path}: array {name}: chunk {r} (rows {a}-{b - 1}) is missing: {what}; "
+                f"{len(missing)} missing in all. zarr would read it as zeros; the store is "
+                "damaged or incomplete (restore the file, or compute the tree again)")
 
     def load(self) -> SpanningTree:
         """The tree in memory (numpy arrays)."""

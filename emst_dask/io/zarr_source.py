@@ -248,25 +248,6 @@ class ZarrPoints(PointSource):
         return self._arrays
 
     # -- chunk presence ----------------------------------------------------------
-    @staticmethod
-    def _missing(arr, row_ranges=None) -> list:
-        """Storage keys of ``arr`` absent from its store, or else inner
-        chunks of its shards that were never written: (row chunk, where)."""
-        from zarr.core.sync import sync
-
-        store = arr.store_path.store
-        prefix = arr.store_path.path
-        keys = _storage_keys(arr, row_ranges)
-        if row_ranges is None:
-            listed = set(sync(_collect(store.list_prefix(f"{prefix}/" if prefix else ""))))
-            absent = [(r, f"no chunk file at {k}") for r, k in keys if k not in listed]
-        else:
-            absent = [(r, f"no chunk file at {k}") for r, k in keys
-                      if not sync(store.exists(k))]
-        if absent or arr.shards is None:
-            return absent
-        return _unwritten_inner_chunks(arr, row_ranges)
-
     def check_chunks_present(self, row_ranges=None):
         """Raise InputError naming the first missing chunk and its rows.
 
@@ -275,7 +256,7 @@ class ZarrPoints(PointSource):
         """
         for name, arr in zip(self.columns or (self.array,), self._open()):
             try:
-                missing = self._missing(arr, row_ranges)
+                missing = missing_chunks(arr, row_ranges)
             except InputError:
                 raise
             except Exception as exc:  # a store that cannot list: read checks remain
@@ -285,7 +266,7 @@ class ZarrPoints(PointSource):
                                  f"({type(exc).__name__}: {exc})") from None
             if missing:
                 r, what = missing[0]
-                rows = _rows_of(arr, r)
+                rows = storage_rows_of(arr, r)
                 k = self.chunk_of(rows[0])
                 member = "" if name is None else f" (of {name})"
                 raise InputError(
@@ -352,6 +333,45 @@ class ZarrPoints(PointSource):
         return k0, exc
 
 
+def missing_chunks(arr, row_ranges=None) -> list:
+    """Storage chunks of the zarr array ``arr`` absent from its store, or
+    else inner chunks of its shards that were never written: zarr reads
+    both as the fill value.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+    row_ranges : list of (start, stop), optional
+        The rows to check (None: every chunk, by one listing of the store;
+        else one lookup per chunk).
+
+    Returns
+    -------
+    list of (row chunk index, str saying what is missing where)
+    """
+    from zarr.core.sync import sync
+
+    store = arr.store_path.store
+    prefix = arr.store_path.path
+    keys = _storage_keys(arr, row_ranges)
+    if row_ranges is None:
+        listed = set(sync(_collect(store.list_prefix(f"{prefix}/" if prefix else ""))))
+        absent = [(r, f"no chunk file at {k}") for r, k in keys if k not in listed]
+    else:
+        absent = [(r, f"no chunk file at {k}") for r, k in keys
+                  if not sync(store.exists(k))]
+    if absent or arr.shards is None:
+        return absent
+    return _unwritten_inner_chunks(arr, row_ranges)
+
+
+def storage_rows_of(arr, r):
+    """(first, stop) rows of the row chunk ``r`` of ``arr`` (a shard, if
+    sharded)."""
+    rows = _storage_rows(arr)
+    return r * rows, min(arr.shape[0], (r + 1) * rows)
+
+
 def _refusing_missing(arr):
     """``arr`` reading a missing chunk as an error, where zarr can
     (``array.read_missing_chunks``, zarr >= 3.2); elsewhere the reads'
@@ -370,11 +390,6 @@ async def _collect(agen) -> list:
 def _storage_rows(arr) -> int:
     """Rows per storage chunk (a shard, if sharded)."""
     return int((arr.shards or arr.chunks)[0])
-
-
-def _rows_of(arr, r):
-    rows = _storage_rows(arr)
-    return r * rows, min(arr.shape[0], (r + 1) * rows)
 
 
 def _unwritten_inner_chunks(arr, row_ranges=None) -> list:
