@@ -689,6 +689,37 @@ def test_cli_output_without_a_parent_directory_is_refused_before_any_work(runner
     assert contents(tmp_path) == before
 
 
+@pytest.mark.parametrize("source", ["points", "npy file"])
+def test_mutual_reachability_tree_to_an_npy_is_refused_before_any_work(tmp_path, pts, source):
+    """An edge .npy records no min_samples: written there, a mutual-
+    reachability tree would be read back as a Euclidean one (cut and
+    linkage would take its weights for distances)."""
+    src, kw = pts, {}
+    if source == "npy file":
+        src, kw = os.fspath(tmp_path / "c.npy"), {"client": False}
+        np.save(src, pts)
+    out = os.fspath(tmp_path / "mr.npy")
+    before = contents(tmp_path)
+    msg = refused(lambda rec: emst_dask.emst(src, min_samples=3, out=out, progress=rec, **kw),
+                  out)
+    assert "min_samples" in msg and ".zarr" in msg
+    assert contents(tmp_path) == before
+    store = emst_dask.emst(src, min_samples=3, out=os.fspath(tmp_path / "mr.zarr"), **kw)
+    assert store.min_samples == 3
+    assert emst_dask.emst(src, out=out, **kw).min_samples in (None, 1)  # Euclidean: fine
+
+
+def test_cli_mutual_reachability_tree_to_an_npy_is_refused(runner, tmp_path, pts):
+    src = os.fspath(tmp_path / "cloud.npy")
+    np.save(src, pts)
+    before = contents(tmp_path)
+    res = runner.invoke(main, ["run", src, "-k", "3", "--out", os.fspath(tmp_path / "mr.npy"),
+                               "--in-process", "--backend", "cpu"])
+    error_line(res, "mr.npy", "min_samples")
+    no_summary(res)
+    assert contents(tmp_path) == before
+
+
 # --------------------------------------------------------------------------
 # 3 (write side): checksums in what the package writes
 # --------------------------------------------------------------------------

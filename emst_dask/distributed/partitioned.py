@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import InputError
 from ..io import resolve_output, resolve_source
 from ..io.checks import check_backend, check_min_samples, source_box_size
+from ..io.edge_store import check_edge_output
 from ..io.source import ArrayPoints, DaskPoints, merge_chunks
 from ..partitioned import steps
 from ..partitioned.algorithm import Partitioned, compute
@@ -359,6 +360,7 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
     output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
                             chunk_rows=chunk_rows, storage_options=out_storage_options,
                             source_location=src.location)
+    check_edge_output(output, min_samples)
     n_workers = None
     if isinstance(partitions, int) and client is None:
         import os

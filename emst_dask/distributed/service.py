@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import InputError, JobCancelled
 from ..io import resolve_output, resolve_source
 from ..io.checks import check_backend, check_box_size, check_min_samples, source_box_size
+from ..io.edge_store import check_edge_output
 from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
@@ -107,6 +108,7 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
                             chunk_rows=chunk_rows, storage_options=out_storage_options,
                             source_location=location, token=token, check=here)
+    check_edge_output(output, min_samples)
     clusters_output = None
     if clusters_out is not None:
         c_local = local_path(clusters_out) if is_pathlike(clusters_out) else None

@@ -221,7 +221,30 @@ def run_pieces(pieces, threads=None, report=None, m=0, per_edge=1.0):
             raise
 
 
+def check_edge_output(output, min_samples) -> None:
+    """Refuse to write a mutual-reachability tree (``min_samples`` > 1) as an
+    ``.npy`` edge array: the array records no ``min_samples``, so it would
+    be read back as a Euclidean tree, whose cuts and single linkage its
+    weights are not.
+
+    Parameters
+    ----------
+    output : Output or None, a resolved edge output.
+    min_samples : int, the tree's k_pts.
+
+    Raises
+    ------
+    OutputError
+    """
+    if output is not None and output.kind == "npy" and int(min_samples) > 1:
+        raise OutputError(
+            f"{output.local}: an edge .npy records no min_samples, so a mutual-reachability "
+            f"tree (min_samples={int(min_samples)}) written there would be read back as a "
+            "Euclidean one; write it to a Zarr edge store (a path ending in .zarr)")
+
+
 def _write_npy(output: Output, tree, attrs, report):
+    check_edge_output(output, attrs.get("min_samples") or 1)
     output.check()
     loc = output.local
     if report:
