@@ -249,3 +249,34 @@ def test_command_line(X, tmp_path):
         assert r.exit_code == 2 and r.output.startswith("Error:"), (args, r.output)
         assert "Traceback" not in r.output
     assert np.array_equal(np.load(tmp_path / "x.npy"), X)  # the input never replaced
+
+
+def test_command_line_refuses_parameters_before_reading_the_store(X, tmp_path, monkeypatch):
+    """A bad linking length or HDBSCAN* parameter, or a store of the wrong
+    min_samples, is said before the store's arrays are read: a damaged
+    store does not hide it, and nothing is loaded for nothing."""
+    from emst_dask.io import edge_store
+
+    emst(X, backend="cpu", out=str(tmp_path / "e.zarr"))
+    emst(X, min_samples=5, backend="cpu", out=str(tmp_path / "mr.zarr"))
+    loads = []
+    real = edge_store.EdgeStore.load
+    monkeypatch.setattr(edge_store.EdgeStore, "load",
+                        lambda self: loads.append(self.path) or real(self))
+    e, mr, out = str(tmp_path / "e.zarr"), str(tmp_path / "mr.zarr"), str(tmp_path / "o.npy")
+    for args, says in ((["cut", e, "-b", "-1"], "linking length"),
+                       (["cut", e, "-b", "nan"], "linking length"),
+                       (["hdbscan", mr, "-m", "1"], "min_cluster_size"),
+                       (["hdbscan", mr, "-m", "5", "-k", "0"], "min_samples"),
+                       (["hdbscan", mr, "-m", "5", "--epsilon", "nan"], "epsilon"),
+                       (["hdbscan", mr, "-m", "5", "-k", "4"], "min_samples=5"),
+                       (["hdbscan", e, "-m", "5"], "min_samples=1")):
+        r = CliRunner().invoke(main, args + ["--out", out])
+        assert r.exit_code == 2 and r.output.startswith("Error:"), (args, r.output)
+        assert says in r.output, (args, r.output)
+        assert loads == [], (args, loads)
+    assert not os.path.exists(out)
+    np.save(tmp_path / "empty.npy", np.empty((0, 3)))
+    r = CliRunner().invoke(main, ["hdbscan", str(tmp_path / "empty.npy"), "-m", "2", "-k", "1",
+                                  "--out", str(tmp_path / "h.zarr"), "--backend", "cpu"])
+    assert r.exit_code == 2 and "empty.npy" in r.output and "no points" in r.output, r.output

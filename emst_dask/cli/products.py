@@ -146,8 +146,9 @@ def cut(edges, lengths, out, overwrite):
     their smallest row."""
     from ..io import resolve_output
     from ..io.cluster_store import write_clusters
-    from ..products.cuts import fof_labels
+    from ..products.cuts import check_lengths, fof_labels
 
+    check_lengths(list(lengths))
     output = resolve_output(out, overwrite=overwrite, contents="clusters")
     st = _euclidean_tree(edges)
     tree = st.load()

@@ -92,6 +92,8 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
         src = resolve_source(source, array=array, columns=columns,
                              storage_options=storage_options)
         check_min_samples(min_samples, src.n)
+        if clusters is not None and src.n < 1:
+            raise InputError(f"{src.describe()}: holds no points; HDBSCAN* needs at least one")
         box_size = source_box_size(box_size, src)
         where, location = src.describe(), src.location
         if is_in_memory(source) or isinstance(src, DaskPoints):

@@ -226,6 +226,19 @@ class HDBSCAN:
         self.n_features_in_ = int(res.tree.n_dims)
         return self
 
+    def _check_tree(self, n, tree_min_samples):
+        """The parameters for a tree of n points and its k_pts: an
+        InputError unless they fit."""
+        if n < 1:
+            raise InputError("HDBSCAN* needs at least one point; the tree has none")
+        k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
+                                 self.cluster_selection_epsilon, self.max_cluster_size,
+                                 self.cluster_selection_method, self.allow_single_cluster, n)
+        if tree_min_samples != k:
+            raise InputError(f"the tree was computed with min_samples={tree_min_samples}, "
+                             f"this HDBSCAN needs min_samples={k}: compute the tree with "
+                             f"emst(..., min_samples={k})")
+
     def fit_tree(self, tree, *, device_out=None) -> "HDBSCAN":
         """Cluster an existing mutual-reachability tree (a ``SpanningTree``,
         an ``EdgeStore`` or the path of one) without recomputing it.
@@ -241,20 +254,16 @@ class HDBSCAN:
 
         if isinstance(tree, (str, EdgeStore)) or hasattr(tree, "__fspath__"):
             store = tree if isinstance(tree, EdgeStore) else open_edges(tree)
-            tree = store.load()
             if store.attrs.get("min_samples") is None:
                 raise InputError(f"{store.path}: an .npy edge array does not record its "
                                  "min_samples; give the Zarr edge store")
+            # the parameters against the store's attributes, before its arrays are read
+            n = store.attrs.get("n")
+            self._check_tree(int(store.n_edges) + 1 if n is None else int(n),
+                             int(store.attrs["min_samples"]))
+            tree = store.load()
         n = int(tree.n_points)
-        if n < 1:
-            raise InputError("HDBSCAN* needs at least one point; the tree has none")
-        k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
-                                 self.cluster_selection_epsilon, self.max_cluster_size,
-                                 self.cluster_selection_method, self.allow_single_cluster, n)
-        if int(tree.min_samples) != k:
-            raise InputError(f"the tree was computed with min_samples={tree.min_samples}, "
-                             f"this HDBSCAN needs min_samples={k}: compute the tree with "
-                             f"emst(..., min_samples={k})")
+        self._check_tree(n, int(tree.min_samples))
         if tree.n_edges != max(n - 1, 0):
             raise InputError(f"the tree has {tree.n_edges} edges for {n} points: not a "
                              "spanning tree")
