@@ -95,7 +95,9 @@ def main():
     for name in ("_lightest", "_picks", "_take_picks", "_chain_keys", "_components",
                  "_split", "_place"):
         traced(name)
-    del run()
+    Z = run()
+    sync()
+    del Z
     res["round_steps_ms"] = {k: round(v * 1e3, 2)
                              for k, v in sorted(steps.items(), key=lambda kv: -kv[1])}
     print(json.dumps(res))
