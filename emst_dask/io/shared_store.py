@@ -81,6 +81,14 @@ def _group(store: SharedStore):
     return zarr.open_group(store.where, mode="r+", storage_options=opts)
 
 
+def _writable(group, name):
+    """``group[name]`` writing every chunk, one equal to the fill value too
+    (``io.codecs``): the setting is not stored with the array, and a
+    reopened one would skip a chunk of zeros, which readers then refuse as
+    missing."""
+    return group[name].with_config({"write_empty_chunks": True})
+
+
 def whole_chunks(at: int, m: int, chunk: int) -> tuple[int, int]:
     """[a, b): the rows of whole chunks inside rows [at, at + m) (a >= b: none)."""
     return -(-at // chunk) * chunk, (at + m) // chunk * chunk
@@ -120,7 +128,7 @@ def write_shared_rows(store: SharedStore, at: int, source, target, weight,
     group = _group(store)
     pieces = []
     for name, data in (("source", source), ("target", target), ("weight", weight)):
-        pieces += write_pieces(group[name], data, a - at, b - at, at, C)
+        pieces += write_pieces(_writable(group, name), data, a - at, b - at, at, C)
     run_pieces(pieces, threads)
     rest = []
     if a > at:
@@ -138,7 +146,7 @@ def finish_shared_store(store: SharedStore, rests, attrs: dict,
     group = _group(store)
     for at, u, v, w in rests:
         for name, data in (("source", u), ("target", v), ("weight", w)):
-            group[name][at:at + len(data)] = data
+            _writable(group, name)[at:at + len(data)] = data
     if core_distances is not None:
         n = int(core_distances.shape[0])
         z = create_array(group, "core_distances", (n,), (max(1, min(store.chunk, n)),),
