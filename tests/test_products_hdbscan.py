@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import hdbscan_oracle as O
-from emst_dask import InputError, emst
+from emst_dask import HDBSCAN, InputError, emst
 from emst_dask.products.hdbscan import (CONDENSED_DTYPE, cluster_persistence, condensed_tree,
                                         extract, labels_and_probabilities, level_tree,
                                         outlier_scores, select_clusters, stabilities)
@@ -484,3 +484,22 @@ def test_bad_parameters(kw, word):
 def test_bad_edges(s, t, w, n, word):
     with pytest.raises(InputError, match=word):
         extract(np.asarray(s), np.asarray(t), np.asarray(w), n, 2)
+
+
+def test_distances_too_small_for_lambdas_are_refused_scaled_ones_are_the_same():
+    """lambda = 1 / distance overflows float64 below about 5.6e-309, and the
+    stabilities (sums of lambdas over points) below n times that: such a
+    cloud is refused with the remedy; a cloud scaled by a power of two
+    within range gives the same clusters, bit for bit."""
+    rng = np.random.default_rng(7)
+    X = np.concatenate([rng.normal(c, 0.05, (150, 2)) for c in ([0, 0], [1, 1], [0, 2])])
+    ref = HDBSCAN(min_cluster_size=10, min_samples=4, backend="cpu").fit(X)
+    assert ref.labels_.max() == 2
+    for k in (-1000, -600, 600, 1000):
+        got = HDBSCAN(min_cluster_size=10, min_samples=4, backend="cpu").fit(X * 2.0 ** k)
+        np.testing.assert_array_equal(got.labels_, ref.labels_)
+        np.testing.assert_array_equal(got.probabilities_, ref.probabilities_)
+        np.testing.assert_array_equal(got.outlier_scores_, ref.outlier_scores_)
+    for Y in (X * 2.0 ** -1040, 2.0 ** -1000 + X * 2.0 ** -1040):  # subnormal distances
+        with pytest.raises(InputError, match="power of two"):
+            HDBSCAN(min_cluster_size=10, min_samples=4, backend="cpu").fit(Y)

@@ -14,6 +14,20 @@ from ...errors import InputError
 METHODS = ("eom", "leaf")
 
 
+def _smallest_invertible() -> np.float64:
+    """The smallest float64 w > 0 whose lambda, 1 / w, is finite (about
+    5.6e-309, a subnormal)."""
+    w = np.float64(1.0) / np.finfo(np.float64).max
+    with np.errstate(over="ignore"):
+        while not np.isfinite(np.float64(1.0) / w):
+            w = np.nextafter(w, np.float64(1.0))
+    return w
+
+
+#: weights in (0, SMALLEST_WEIGHT) have no float64 lambda
+SMALLEST_WEIGHT = _smallest_invertible()
+
+
 def _is_int(x) -> bool:
     return isinstance(x, (Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
@@ -114,4 +128,23 @@ def _checked(xp, s, t, w, n):
             raise InputError(f"edge endpoints must be rows in [0, {n})")
         if not bool(xp.isfinite(w).all()) or not bool(w.min() >= 0):
             raise InputError("edge weights must be finite and >= 0")
+        if w.dtype == np.float64:  # float32 weights' lambdas, in float64, all fit
+            _check_lambdas_fit(xp, w, n)
     return s, t, w
+
+
+def _check_lambdas_fit(xp, w, n):
+    """An InputError if a weight's lambda, 1 / w, times n overflows float64
+    (0 < w < n * 5.6e-309 or so: a cloud whose distances are that small):
+    the condensed tree could not hold the lambdas, or the stabilities, sums
+    of lambdas over at most n points, would be infinite."""
+    limit = float(n) * float(SMALLEST_WEIGHT)
+    tiny = (w > 0) & (w < limit)
+    if bool(tiny.any()):
+        least = float(w[tiny].min())
+        raise InputError(
+            f"{int(tiny.sum())} edge weight(s) lie below {limit:.4g} (the smallest, "
+            f"{least:.4g}): their lambda, 1 / weight, summed over the {n} points overflows "
+            "float64. Multiply the points by a power of two (HDBSCAN*'s clusters, "
+            "probabilities and outlier scores do not change; its lambdas scale by the "
+            "inverse)")
