@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from emst_dask import SpanningTree, datasets
+from emst_dask import SpanningTree, datasets, open_edges
 from emst_dask.cli import main
 from emst_dask.kernels import cuda_available
 from oracle import check_spanning_tree
@@ -112,20 +112,23 @@ def test_generate_run_round_trip(runner, tmp_path, name, dim):
 
 def test_run_min_samples(runner, tmp_path):
     cloud = tmp_path / "cloud.npy"
-    edges = tmp_path / "edges.npy"
+    edges = tmp_path / "edges.zarr"
     pts = np.random.default_rng(0).random((800, 3))
     np.save(cloud, pts)
     res = runner.invoke(main, ["run", str(cloud), "-o", str(edges), "--min-samples", "5"])
     assert res.exit_code == 0, res.output
     assert _field(res.output, "min_samples") == "5"
-    e = np.load(edges)
-    tree = _tree_from_file(e, 800, 3, np.float64)
-    # the file carries no core distances: check the edges against the oracle
+    st = open_edges(str(edges))
+    assert st.min_samples == 5
+    tree = st.load()
     from oracle import oracle
     exp = oracle(pts, 5)
     assert tree.total_weight == pytest.approx(exp["total"], rel=1e-12)
-    np.testing.assert_allclose(e[:, 2], exp["w"][e[:, 0].astype(int), e[:, 1].astype(int)],
-                               rtol=1e-12)
+    np.testing.assert_allclose(tree.weight, exp["w"][tree.source, tree.target], rtol=1e-12)
+    # an edge .npy records no min_samples: refused before any work
+    res = runner.invoke(main, ["run", str(cloud), "-o", str(tmp_path / "e.npy"), "-k", "5"])
+    assert res.exit_code == 2 and "min_samples" in res.output
+    assert not (tmp_path / "e.npy").exists()
 
 
 def test_run_sorted_and_timings(runner, tmp_path):

@@ -85,11 +85,15 @@ def test_cli_run_on_scheduler(procs, snaps, tmp_path):
     assert "boruvka iteration" in res.output  # the bar (stderr) is in the output
     assert_same_tree(open_edges(out), clouds[0])
     res = runner.invoke(main, ["run", paths[1], "--out", str(tmp_path / "cli.npy"),
-                               "--scheduler-file", procs.scheduler_file, "-k", "2"])
+                               "--scheduler-file", procs.scheduler_file])
     assert res.exit_code == 0, res.output
     e = np.load(tmp_path / "cli.npy")
-    ref = emst_dask.emst(clouds[1], min_samples=2)
+    ref = emst_dask.emst(clouds[1])
     assert e.shape == (999, 3) and np.isclose(e[:, 2].sum(), ref.total_weight, rtol=1e-12)
+    res = runner.invoke(main, ["run", paths[1], "--out", str(tmp_path / "mr.zarr"),
+                               "--scheduler-file", procs.scheduler_file, "-k", "2"])
+    assert res.exit_code == 0, res.output
+    assert_same_tree(open_edges(tmp_path / "mr.zarr"), clouds[1], min_samples=2)
     # errors: one line, exit status 2
     res = runner.invoke(main, ["run", str(tmp_path / "nope.zarr"), "--scheduler", procs.address])
     assert res.exit_code == 2 and "nope.zarr" in res.output and "Traceback" not in res.output
