@@ -38,7 +38,9 @@ def check_hdbscan_params(min_cluster_size, min_samples, cluster_selection_epsilo
     if not checks._is_int(k) or k < 1:
         raise InputError(f"min_samples must be None or an integer >= 1, got {min_samples!r}")
     if n is not None and n > 0 and k > n:
-        raise InputError(f"min_samples={k} is larger than the number of points ({n})")
+        raise InputError(f"min_samples={k}" + (" (min_samples=None takes min_cluster_size)"
+                                               if min_samples is None else "")
+                         + f" is larger than the number of points ({n})")
     checks.check_epsilon(cluster_selection_epsilon)
     checks.check_max_cluster_size(max_cluster_size)
     checks.check_method(cluster_selection_method)
@@ -160,9 +162,12 @@ class HDBSCAN:
         from ..api import emst
         from ..io.source import is_in_memory
 
+        shape = getattr(X, "shape", None) if is_in_memory(X) else None
         k = check_hdbscan_params(self.min_cluster_size, self.min_samples,
                                  self.cluster_selection_epsilon, self.max_cluster_size,
-                                 self.cluster_selection_method, self.allow_single_cluster)
+                                 self.cluster_selection_method, self.allow_single_cluster,
+                                 int(shape[0]) if shape is not None and len(shape) == 2
+                                 else None)
         self._forget_fit()
         local = self.client in (None, False) and self.out is None and is_in_memory(X)
         if local or self.partitions is not None:
