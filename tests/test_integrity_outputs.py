@@ -709,6 +709,20 @@ def test_mutual_reachability_tree_to_an_npy_is_refused_before_any_work(tmp_path,
     assert emst_dask.emst(src, out=out, **kw).min_samples in (None, 1)  # Euclidean: fine
 
 
+def test_periodic_tree_to_an_npy_is_refused_before_any_work(tmp_path, pts):
+    """An edge .npy records no box: a periodic tree written there would be
+    read back as an open one (its statistics and catalogues refused)."""
+    box = float(np.ceil(pts.max())) + 1.0
+    out = os.fspath(tmp_path / "periodic.npy")
+    before = contents(tmp_path)
+    msg = refused(lambda rec: emst_dask.emst(pts - pts.min(), box_size=box, out=out,
+                                             progress=rec), out)
+    assert "box" in msg and ".zarr" in msg
+    assert contents(tmp_path) == before
+    store = emst_dask.emst(pts - pts.min(), box_size=box, out=os.fspath(tmp_path / "p.zarr"))
+    assert store.load().box_size is not None
+
+
 def test_cli_mutual_reachability_tree_to_an_npy_is_refused(runner, tmp_path, pts):
     src = os.fspath(tmp_path / "cloud.npy")
     np.save(src, pts)

@@ -612,6 +612,24 @@ def test_device_catalogue_equals_host():
         np.testing.assert_allclose(min_image(got.position - ref.position, box), 0, atol=1e-12)
 
 
+def test_a_tree_with_one_row_moved_is_refused():
+    """Every edge's weight is checked, not a sample: one row moved onto
+    another point changes the weights of its own edges only, and the
+    catalogue would drop it from its group."""
+    rng = np.random.default_rng(10)
+    p = rng.random((5000, 3))
+    tree = emst(p, backend="cpu", box_size=1.0)
+    for row in (17, 4001):
+        q = p.copy()
+        q[row] = p[(row + 1) % len(p)]
+        with pytest.raises(InputError, match=r"is not the tree of.*\(\d+ of 4999 edges"):
+            emst_dask.fof(q, 0.2, relative=False, box_size=1.0, min_members=2, tree=tree)
+        with pytest.raises(InputError, match="is not the tree of"):
+            tree.statistics(q)
+    cat = emst_dask.fof(p, 0.2, relative=False, box_size=1.0, min_members=2, tree=tree)
+    assert cat.labels.shape == (5000,)
+
+
 @pytest.mark.gpu
 def test_device_tree_of_other_points_is_refused():
     """The tree checks on a CUDA tree (cupy arrays) with cupy or numpy

@@ -360,7 +360,7 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
     output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
                             chunk_rows=chunk_rows, storage_options=out_storage_options,
                             source_location=src.location)
-    check_edge_output(output, min_samples)
+    check_edge_output(output, min_samples, box_size)
     n_workers = None
     if isinstance(partitions, int) and client is None:
         import os

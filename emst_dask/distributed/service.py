@@ -110,7 +110,7 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
                             chunk_rows=chunk_rows, storage_options=out_storage_options,
                             source_location=location, token=token, check=here)
-    check_edge_output(output, min_samples)
+    check_edge_output(output, min_samples, box_size)
     clusters_output = None
     if clusters_out is not None:
         c_local = local_path(clusters_out) if is_pathlike(clusters_out) else None

@@ -221,30 +221,40 @@ def run_pieces(pieces, threads=None, report=None, m=0, per_edge=1.0):
             raise
 
 
-def check_edge_output(output, min_samples) -> None:
-    """Refuse to write a mutual-reachability tree (``min_samples`` > 1) as an
-    ``.npy`` edge array: the array records no ``min_samples``, so it would
-    be read back as a Euclidean tree, whose cuts and single linkage its
-    weights are not.
+def check_edge_output(output, min_samples, box_size=None) -> None:
+    """Refuse to write a tree an ``.npy`` edge array cannot describe: the
+    array records neither ``min_samples`` nor a box, so a
+    mutual-reachability tree (``min_samples`` > 1) would be read back as a
+    Euclidean one (its cuts and single linkage taken from weights that are
+    not distances), and a periodic tree as an open one (its statistics and
+    catalogues refused, or made in open space).
 
     Parameters
     ----------
     output : Output or None, a resolved edge output.
     min_samples : int, the tree's k_pts.
+    box_size : the tree's periodic box, or None.
 
     Raises
     ------
     OutputError
     """
-    if output is not None and output.kind == "npy" and int(min_samples) > 1:
+    if output is None or output.kind != "npy":
+        return
+    what = []
+    if int(min_samples) > 1:
+        what.append(f"a mutual-reachability tree (min_samples={int(min_samples)}) would be "
+                    "read back as a Euclidean one")
+    if box_size is not None:
+        what.append("a periodic tree would be read back as an open one")
+    if what:
         raise OutputError(
-            f"{output.local}: an edge .npy records no min_samples, so a mutual-reachability "
-            f"tree (min_samples={int(min_samples)}) written there would be read back as a "
-            "Euclidean one; write it to a Zarr edge store (a path ending in .zarr)")
+            f"{output.local}: an edge .npy records neither min_samples nor a box: "
+            f"{'; '.join(what)}; write it to a Zarr edge store (a path ending in .zarr)")
 
 
 def _write_npy(output: Output, tree, attrs, report):
-    check_edge_output(output, attrs.get("min_samples") or 1)
+    check_edge_output(output, attrs.get("min_samples") or 1, attrs.get("box_size"))
     output.check()
     loc = output.local
     if report:

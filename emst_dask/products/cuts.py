@@ -3,7 +3,10 @@
 The groups at linking length b are the connected components of the tree's
 edges of weight <= b; on a Euclidean minimum spanning tree they are the
 components of the radius graph (pairs at distance <= b).  Weights are
-compared with b exactly (float32 weights promoted to float64).
+compared with b exactly (float32 weights promoted to float64); a float32
+tree's weights are its distances computed in float32, so a pair within
+float32's rounding of b (about 1e-7 relative) may fall on the other side
+of b than a float64 computation puts it.
 
 Host (numba): the edges are bucketed once by the first cut they belong to
 (a counting sort by cut, which is all the weight order the cuts need); the

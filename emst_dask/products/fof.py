@@ -355,7 +355,10 @@ def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20
       which is right for groups narrower than half the box;
     - positions and velocities are float64 (nbodykit: float32), and the
       tree is exact: the groups are those of the radius graph, with no
-      approximation.
+      approximation (for float32 points, of their distances computed in
+      float32: a pair within float32's rounding of b, about 1e-7
+      relative, may fall on the other side of b than a float64 computation
+      puts it; give float64 points for groups exact in float64).
     """
     from ..io.source import is_in_memory
 

@@ -9,8 +9,8 @@ import numpy as np
 from ..arrays import to_host
 from ..errors import InputError
 
-#: edges whose weights are recomputed from the points
-SAMPLED_EDGES = 1024
+#: edges whose weights are recomputed from the points at a time
+CHECKED_EDGES = 1 << 20
 #: relative difference allowed between a recorded and a recomputed weight
 #: (the tree's arithmetic may be float32; other points differ by far more)
 WEIGHT_RTOL = 1e-3
@@ -35,39 +35,44 @@ def check_same_box(tree, box, d: int, open_tree_ok: bool = False):
     if (tb is None) != (box is None) or (tb is not None and not np.array_equal(tb, box)):
         have = "no box" if tb is None else f"box_size={tb.tolist()}"
         want = "no box" if box is None else f"box_size={np.asarray(box).tolist()}"
-        raise InputError(f"the tree was computed with {have}, this call asks for {want}: "
+        raise InputError(f"the tree records {have}, this call asks for {want}: "
                          "compute the tree with emst(points, box_size=...) in the same box")
 
 
 def check_weights_of(tree, points, box=None, where: str = "points"):
     """Refuse ``points`` (``(n, d)``, numpy or cupy) that are not the ones
-    the Euclidean ``tree`` was computed from: the weights of up to
-    ``SAMPLED_EDGES`` edges, spread over the tree, are recomputed (under
-    the minimum image in ``box``) and compared.  A tree of the same points
-    moved or rotated passes: its groups and statistics are the same."""
+    the Euclidean ``tree`` was computed from: every edge's weight is
+    recomputed (under the minimum image in ``box``), ``CHECKED_EDGES`` at a
+    time, and compared.  A tree of the same points moved or rotated passes:
+    its groups and statistics are the same."""
     m = int(tree.n_edges)
     if m == 0 or int(getattr(tree, "min_samples", 1)) != 1:
         return
-    idx = np.unique(np.linspace(0, m - 1, min(m, SAMPLED_EDGES)).astype(np.int64))
-    s, t = _take(tree.source, idx), _take(tree.target, idx)
-    w = np.asarray(_take(tree.weight, idx), np.float64)
     n = points.shape[0]
-    if s.max() >= n or t.max() >= n:
-        raise InputError(f"the tree indexes rows beyond the {n} rows of {where}")
-    a = np.asarray(_take(points, s), np.float64)
-    b = np.asarray(_take(points, t), np.float64)
-    diff = np.abs(a - b)
-    if box is not None:
-        diff = np.minimum(diff, np.asarray(box, np.float64) - diff)
-    got = np.sqrt((diff * diff).sum(axis=1))
-    bad = np.abs(got - w) > WEIGHT_RTOL * np.maximum(np.abs(w), np.abs(got))
-    if bad.any():
-        k = int(np.argmax(bad))
-        raise InputError(f"the tree is not the tree of {where}: its edge ({s[k]}, {t[k]}) "
-                         f"weighs {float(w[k])!r}, but those rows of {where} lie "
-                         f"{float(got[k])!r} apart "
-                         f"({int(bad.sum())} of {len(idx)} edges checked differ); pass the "
-                         "points the tree was computed from, in the same row order")
+    first, count = None, 0
+    for lo in range(0, m, CHECKED_EDGES):
+        idx = np.arange(lo, min(m, lo + CHECKED_EDGES))
+        s, t = _take(tree.source, idx), _take(tree.target, idx)
+        if s.max() >= n or t.max() >= n:
+            raise InputError(f"the tree indexes rows beyond the {n} rows of {where}")
+        w = np.asarray(_take(tree.weight, idx), np.float64)
+        diff = np.abs(np.asarray(_take(points, s), np.float64)
+                      - np.asarray(_take(points, t), np.float64))
+        if box is not None:
+            diff = np.minimum(diff, np.asarray(box, np.float64) - diff)
+        got = np.sqrt((diff * diff).sum(axis=1))
+        bad = np.abs(got - w) > WEIGHT_RTOL * np.maximum(np.abs(w), np.abs(got))
+        if bad.any():
+            count += int(bad.sum())
+            if first is None:
+                k = int(np.argmax(bad))
+                first = (int(s[k]), int(t[k]), float(w[k]), float(got[k]))
+    if first is not None:
+        a, b, w, got = first
+        raise InputError(f"the tree is not the tree of {where}: its edge ({a}, {b}) "
+                         f"weighs {w!r}, but those rows of {where} lie {got!r} apart "
+                         f"({count} of {m} edges differ); pass the points the tree was "
+                         "computed from, in the same row order")
 
 
 def _take(a, idx):
