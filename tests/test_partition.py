@@ -169,3 +169,34 @@ def test_partitions_bounded():
     with pytest.raises(InputError, match="partitions=6 is more than the 5 points"):
         emst_partitioned(pts, 6)
     assert emst_partitioned(pts, 5).n_edges == 4
+
+
+@pytest.mark.parametrize("scale,dtype", [(1e155, np.float64), (1e-200, np.float64),
+                                         (1e24, np.float32), (1e-22, np.float32)])
+def test_clouds_the_engine_must_scale_are_refused(scale, dtype):
+    """The one-box engine squares distances after an exact power-of-two
+    scaling; the boxes' certificates and merge compare squared distances
+    in input units (inf, 0 or a failed certificate out there): refused with
+    the remedy, before any box is solved.  Scaled by the power of two the
+    message names, the cloud gives the one-box tree's edges."""
+    from emst_dask import InputError
+
+    base = np.random.default_rng(3).random((600, 3))
+    pts = (base * scale).astype(dtype)
+    with pytest.raises(InputError, match=r"partitions=.*2\*\*(-?\d+)") as info:
+        emst_partitioned(pts, 2)
+    e = int(__import__("re").search(r"2\*\*(-?\d+)", str(info.value)).group(1))
+    scaled = np.ldexp(pts, e).astype(dtype)
+    res = emst_partitioned(scaled, 2)
+    ref = emst(pts, backend="cpu")
+    assert edge_set(res.source, res.target) == edge_set(ref.source, ref.target)
+    assert np.isclose(res.total_weight * 2.0 ** -e, ref.total_weight, rtol=1e-6)
+
+
+def test_float32_cloud_needing_float64_is_refused():
+    from emst_dask import InputError
+
+    pts = np.random.default_rng(4).random((500, 3)).astype(np.float32)
+    pts[0], pts[1] = 1e30, 1e-30
+    with pytest.raises(InputError, match="partitions=.*float64"):
+        emst_partitioned(pts, 2)

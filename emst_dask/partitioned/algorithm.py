@@ -36,6 +36,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from ..errors import InputError
 from . import steps
 from .boxes import Partitioning, mean_spacing, recursive_coordinate_bisection
 from .report import PartitionReport
@@ -139,7 +140,7 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
     """
     dtype = np.dtype(dtype)
     with phase(report, "partition"):
-        partitioning = split_into_boxes(ex, blocks, n, P, seed, period)
+        partitioning = split_into_boxes(ex, blocks, n, P, seed, period, dtype)
     with phase(report, "shuffle"):
         boxes = shuffle(ex, blocks, partitioning, report)
     del blocks  # their rows live on in the boxes (a lost box is recomputed)
@@ -157,15 +158,60 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
 
 
 def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
-                     period=None) -> Partitioning:
-    """Bounds and a sample of every block, then recursive coordinate bisection."""
+                     period=None, dtype=None) -> Partitioning:
+    """Bounds and a sample of every block, then recursive coordinate bisection;
+    with ``dtype``, a cloud the boxes could not compute unscaled is refused
+    (``check_unscaled_frame``) before any box is solved."""
     sums = ex.gather([ex.submit(steps.summarize, b, n, SAMPLE_SIZE, seed, period,
                                 name=f"summary-{i}")
                       for i, b in enumerate(blocks)])
     glo = np.min([s["lo"] for s in sums if s["m"]], axis=0)
     ghi = np.max([s["hi"] for s in sums if s["m"]], axis=0)
+    if dtype is not None:
+        check_unscaled_frame(glo, ghi, min(s["smallest"] for s in sums), dtype, period)
     sample = np.concatenate([s["sample"] for s in sums])
     return recursive_coordinate_bisection(sample, P, glo, ghi, period)
+
+
+def check_unscaled_frame(lo, hi, smallest, dtype, period=None):
+    """Refuse a cloud whose squared distances the engine computes only
+    after a power-of-two scaling, or in float64 for float32 points
+    (``engine.scaling``): the boxes' certificates and the merge across them
+    compare squared distances in the input's units and precision, which
+    would overflow, underflow or round where the one-box engine is exact.
+
+    Parameters
+    ----------
+    lo, hi : (d,) float64, the cloud's per-axis bounds.
+    smallest : float, its smallest nonzero coordinate magnitude (+inf: none).
+    dtype : the points' float dtype.
+    period : (d,) float64, optional, a periodic box.
+
+    Raises
+    ------
+    InputError
+    """
+    from ..engine.scaling import exact_frame, periodic_frame
+
+    dtype = np.dtype(dtype)
+    try:
+        frame, e = (periodic_frame(lo, hi, smallest, dtype, np.asarray(period, np.float64))
+                    if period is not None else exact_frame(lo, hi, smallest, dtype))
+    except InputError as exc:
+        raise InputError(f"partitions=: {exc}") from None
+    if e == 0 and frame == dtype:
+        return
+    big = float(max(np.max(np.abs(lo)), np.max(np.abs(hi))))
+    what = (f"scaled by 2**{e}" if frame == dtype
+            else f"computed in {frame}" + (f" and scaled by 2**{e}" if e else ""))
+    fix = (f"multiply the points by 2**{e} (the tree's edges do not change; its weights "
+           f"scale by 2**{e})" if frame == dtype
+           else "convert the points to float64" + (f" and multiply them by 2**{e}" if e else ""))
+    raise InputError(
+        f"partitions=: this cloud's coordinates (magnitudes {smallest:.3g} to {big:.3g}"
+        + ("" if period is None else ", in its box") + f") must be {what} to square "
+        f"their distances exactly, which the one-box engine does and the partitioned "
+        f"algorithm does not; {fix}, or compute the tree in one box (partitions=None)")
 
 
 def shuffle(ex: Executor, blocks: list, partitioning: Partitioning,

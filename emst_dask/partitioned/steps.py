@@ -107,8 +107,9 @@ def array_block(data, start: int, where: str, dtype) -> Block:
 
 def summarize(block: Block, n_total: int, sample_size: int, seed: int,
               period=None) -> dict:
-    """Rows, per-axis bounds and a random sample of a block (for the split);
-    with a periodic box, rows outside [0, period) are refused first."""
+    """Rows, per-axis bounds, the smallest nonzero magnitude and a random
+    sample of a block (for the split and the frame check); with a periodic
+    box, rows outside [0, period) are refused first."""
     from ..kernels.cpu.bvh import axis_bounds
 
     check_in_box(block.points, period, row_offset=block.start)
@@ -117,8 +118,9 @@ def summarize(block: Block, n_total: int, sample_size: int, seed: int,
     rng = np.random.default_rng([seed, block.start])
     k = min(m, int(round(sample_size * m / max(n_total, 1))))
     take = np.sort(rng.choice(m, size=k, replace=False)) if k < m else np.arange(m)
-    lo, hi = axis_bounds(np.ascontiguousarray(x))[:2] if m else (None, None)
-    return dict(m=m, lo=lo, hi=hi, sample=np.asarray(x[take], np.float64), nbytes=x.nbytes)
+    lo, hi, small = axis_bounds(np.ascontiguousarray(x)) if m else (None, None, np.inf)
+    return dict(m=m, lo=lo, hi=hi, smallest=float(small),
+                sample=np.asarray(x[take], np.float64), nbytes=x.nbytes)
 
 
 # --------------------------------------------------------------------------
