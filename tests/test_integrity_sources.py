@@ -723,7 +723,7 @@ def test_a_tree_of_other_points_or_another_box_is_refused():
         emst_dask.fof(q, 0.06, relative=False, box_size=1.0, min_members=2, tree=tree)
     with pytest.raises(InputError, match="is not the tree of"):
         tree.statistics(q)
-    with pytest.raises(InputError, match=r"computed with box_size=\[1.0, 1.0, 1.0\], this "
+    with pytest.raises(InputError, match=r"records box_size=\[1.0, 1.0, 1.0\], this "
                                          r"call asks for box_size=\[2.0, 2.0, 2.0\]"):
         tree.statistics(p, box_size=2.0)
     st = tree.statistics(p)
@@ -743,7 +743,7 @@ def test_cli_stats_refuses_another_box_than_the_trees(tmp_path):
     emst_dask.emst(p, box_size=1.0, out=tmp_path / "e.zarr")
     res = CliRunner().invoke(main, ["stats", str(tmp_path / "e.zarr"), "--points",
                                     str(tmp_path / "p.npy"), "--box-size", "2"])
-    assert res.exit_code != 0 and "computed with box_size=[1.0, 1.0, 1.0]" in res.output, \
+    assert res.exit_code != 0 and "records box_size=[1.0, 1.0, 1.0]" in res.output, \
         res.output
     res = CliRunner().invoke(main, ["stats", str(tmp_path / "e.zarr"), "--points",
                                     str(tmp_path / "p.npy")])

@@ -295,6 +295,44 @@ def test_cancelled_job_stops_and_leaves_nothing(cluster, client, tmp_path):
     assert_same_tree(emst_dask.emst(path, client=client, out=tmp_path / "after.zarr"), pts)
 
 
+def test_a_job_cancelled_by_another_client_says_so_to_the_submitter(cluster, client,
+                                                                    tmp_path):
+    """Cancelled from a second client (as ``emst-dask job NAME --cancel``
+    does), the submitter's ``result()`` raises ``JobCancelled``, not
+    ``WorkerLost``: no worker died; and ``emst-dask job NAME --wait`` prints
+    one line and exits with status 1."""
+    from click.testing import CliRunner
+    from distributed import Client
+
+    from emst_dask import JobCancelled
+    from emst_dask.cli import main
+    from test_faults import _slow_reports
+
+    pts = cloud(30_000, 3, seed=11)
+    path = write_snapshot(tmp_path / "c.zarr", pts, chunk_rows=10_000)
+    out = tmp_path / "cancelled.zarr"
+    client.run(_slow_reports, 0.5, 0)
+    try:
+        job = submit(path, out=out, client=client, name="cancel-elsewhere")
+        _wait_until(lambda: any(e["phase"] == "iteration" for e in job.events()), 120)
+        address = cluster.cluster.scheduler_address
+        with Client(address, set_as_default=False) as other:
+            get_job("cancel-elsewhere", other).cancel()
+        with pytest.raises(JobCancelled, match="job 'cancel-elsewhere' was cancelled"):
+            job.result()
+        res = CliRunner().invoke(main, ["job", "cancel-elsewhere", "--scheduler", address,
+                                        "--wait"])
+        assert res.exit_code == 1, res.output
+        assert "Error: job 'cancel-elsewhere' was cancelled" in res.output
+        assert "Traceback" not in res.output
+        _wait_until(lambda: any(e["phase"] == "error" and "JobCancelled" in e["message"]
+                                for e in job.events()), 60)
+        assert not out.exists() and no_tmp_siblings(out)
+        job.forget()
+    finally:
+        client.run(_slow_reports, 0, 0)
+
+
 def test_a_finished_job_is_finished_for_a_new_client(cluster, client, pts, tmp_path):
     """A client that has just fetched a finished job's future knows nothing
     of it yet: the status comes from the scheduler, not "running"."""

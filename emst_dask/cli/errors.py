@@ -2,14 +2,15 @@
 
 The user's errors (``InputError``, ``OutputError``, an unknown job) print
 one line, ``Error: ...``, and exit with status 2; a job whose workers died
-(``WorkerLost``) prints one line and exits with status 1; anything else is
-a bug and keeps its traceback.
+(``WorkerLost``) or that was cancelled (``JobCancelled``, from any client)
+prints one line and exits with status 1; anything else is a bug and keeps
+its traceback.
 """
 from __future__ import annotations
 
 import click
 
-from ..errors import InputError, WorkerLost
+from ..errors import InputError, JobCancelled, WorkerLost
 
 #: exit status for errors in what the user gave us (as click's usage errors)
 EXIT_INPUT = 2
@@ -27,13 +28,14 @@ class Main(click.Group):
 
     def invoke(self, ctx):
         """Run the command: ``InputError`` and ``LookupError`` become a ``UserError``
-        (exit status 2), ``WorkerLost`` a ``click.ClickException`` (exit status 1).
+        (exit status 2), ``WorkerLost`` and ``JobCancelled`` a
+        ``click.ClickException`` (exit status 1).
         """
         try:
             return super().invoke(ctx)
         except (InputError, LookupError) as exc:
             raise UserError(_message(exc)) from None
-        except WorkerLost as exc:
+        except (WorkerLost, JobCancelled) as exc:
             raise click.ClickException(str(exc)) from None
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, JobCancelled
+from ..errors import InputError, JobCancelled, WorkerLost
 from ..io import resolve_output, resolve_source
 from ..io.checks import check_backend, check_box_size, check_min_samples, source_box_size
 from ..io.edge_store import check_edge_output
@@ -363,6 +363,10 @@ class Job:
         try:
             with in_user_terms(self.name, self.info.get("out"), self.client):
                 return unwrap(self.future.result(timeout=timeout))
+        except WorkerLost:
+            if self._cancelled_elsewhere():  # its future was cancelled, no worker lost
+                raise JobCancelled(self._cancelled()) from None
+            raise
         finally:
             if self.future.done() and self.info.get("output") is not None:
                 spec = JobSpec(self.name, self.info["token"], None, "",
@@ -381,6 +385,21 @@ class Job:
             self.client.publish_dataset(**{DATASET_PREFIX + self.name: {
                 "future": None, "info": self.info}}, override=True)
         self.client.cancel([self.future], force=True)
+
+    def _cancelled_elsewhere(self) -> bool:
+        """Whether another client cancelled this published job: its record
+        on the scheduler says so (this handle's ``info`` is the record as
+        it was fetched)."""
+        if not self.published:
+            return False
+        try:
+            record = self.client.get_dataset(DATASET_PREFIX + self.name, default=None)
+        except Exception:  # noqa: BLE001 - no scheduler to ask: the error stands
+            return False
+        when = (record or {}).get("info", {}).get("cancelled")
+        if when:
+            self.info["cancelled"] = when
+        return bool(when)
 
     def _cancelled(self) -> str:
         out = self.info.get("out")

@@ -52,6 +52,9 @@ class PointSource:
         in-memory or .npy array.
     location : str or None
         The absolute local path of the file or store the points live in.
+    checksummed : bool
+        Every stored chunk carries a checksum (read checks it): a NaN in it
+        was written so, not damage.
     """
 
     n: int
@@ -62,6 +65,7 @@ class PointSource:
     chunks: list = field(default_factory=list)
     kind: str = "chunk"
     location: str | None = None
+    checksummed: bool = False
 
     # ---- what each kind of source supplies
     def read(self, start: int, stop: int) -> np.ndarray:
@@ -132,7 +136,7 @@ class PointSource:
         a, b = self.chunks[k]
         lo, hi = max(a, start) - start, min(b, start + len(block)) - start
         hint = ("; the chunk may be corrupt (a damaged compressed chunk often "
-                "decodes to NaN)") if self.kind == "chunk" else ""
+                "decodes to NaN)") if self.kind == "chunk" and not self.checksummed else ""
         check_finite(block[lo:hi], row_offset=start + lo,
                      where=f"{self.where}: {self.chunk_label(k)}", hint=hint)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -147,7 +151,8 @@ class PointSource:
         """The source without its data (what travels beside scattered blocks)."""
         return PointSource(n=self.n, d=self.d, dtype=self.dtype,
                            compute_dtype=self.compute_dtype, where=self.where,
-                           chunks=list(self.chunks), kind=self.kind, location=self.location)
+                           chunks=list(self.chunks), kind=self.kind, location=self.location,
+                           checksummed=self.checksummed)
 
 
 def merge_chunks(chunks, min_rows: int) -> list:

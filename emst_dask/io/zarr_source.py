@@ -206,7 +206,8 @@ class ZarrPoints(PointSource):
         rows = min(_storage_rows(a) for a in arrays)
         super().__init__(n=int(n), d=int(d), dtype=np.dtype(stored), compute_dtype=dt,
                          where=where, chunks=regular_chunks(int(n), rows),
-                         location=local_path(store) if isinstance(store, str) else None)
+                         location=local_path(store) if isinstance(store, str) else None,
+                         checksummed=all(_has_checksum(a) for a in arrays))
         self.check_chunks_present()
 
     # zarr nodes are reopened where the source is read, not pickled
@@ -370,6 +371,18 @@ def storage_rows_of(arr, r):
     sharded)."""
     rows = _storage_rows(arr)
     return r * rows, min(arr.shape[0], (r + 1) * rows)
+
+
+def _has_checksum(arr) -> bool:
+    """Whether every chunk of ``arr`` carries a checksum its reads verify
+    (a crc32c, crc32, adler32 or fletcher32 codec or filter)."""
+    import json
+
+    try:
+        meta = json.dumps(arr.metadata.to_dict(), default=str).lower()
+    except Exception:  # noqa: BLE001 - metadata we cannot read: assume none
+        return False
+    return any(f'"{name}"' in meta for name in ("crc32c", "crc32", "adler32", "fletcher32"))
 
 
 def _refusing_missing(arr):
