@@ -4,6 +4,8 @@ task names per phase, one job per worker in a batch, errors that name the
 place, and the embedded default cluster."""
 from __future__ import annotations
 
+import contextlib
+
 import io as _pyio
 import os
 
@@ -259,6 +261,24 @@ def test_detached_job_survives_its_client(cluster, tmp_path):
     assert_same_tree(open_edges(out), pts)
 
 
+@contextlib.contextmanager
+def _slow_job(client, tmp_path, name, seed):
+    """A detached job (30,000 points, its workers' progress reports slowed
+    to 0.5 s) in its Borůvka iterations: yields (job, out, points, path)."""
+    from test_faults import _slow_reports
+
+    pts = cloud(30_000, 3, seed=seed)
+    path = write_snapshot(tmp_path / "c.zarr", pts, chunk_rows=10_000)
+    out = tmp_path / "cancelled.zarr"
+    client.run(_slow_reports, 0.5, 0)
+    try:
+        job = submit(path, out=out, client=client, name=name)
+        _wait_until(lambda: any(e["phase"] == "iteration" for e in job.events()), 120)
+        yield job, out, pts, path
+    finally:
+        client.run(_slow_reports, 0, 0)
+
+
 def test_cancelled_job_stops_and_leaves_nothing(cluster, client, tmp_path):
     """``Job.cancel()`` stops a detached job: Dask does not interrupt a
     running task, so the task stops at its next progress report; the
@@ -267,15 +287,8 @@ def test_cancelled_job_stops_and_leaves_nothing(cluster, client, tmp_path):
     from distributed import Client
 
     from emst_dask import JobCancelled
-    from test_faults import _slow_reports
 
-    pts = cloud(30_000, 3, seed=10)
-    path = write_snapshot(tmp_path / "c.zarr", pts, chunk_rows=10_000)
-    out = tmp_path / "cancelled.zarr"
-    client.run(_slow_reports, 0.5, 0)
-    try:
-        job = submit(path, out=out, client=client, name="cancel-test")
-        _wait_until(lambda: any(e["phase"] == "iteration" for e in job.events()), 120)
+    with _slow_job(client, tmp_path, "cancel-test", 10) as (job, out, pts, path):
         job.cancel()
         assert job.status() == "cancelled" and job.done()
         with pytest.raises(JobCancelled, match=r"job 'cancel-test' was cancelled; .*"
@@ -289,8 +302,6 @@ def test_cancelled_job_stops_and_leaves_nothing(cluster, client, tmp_path):
         assert not out.exists() and no_tmp_siblings(out)
         job.forget()
         assert "cancel-test" not in list_jobs(client)
-    finally:
-        client.run(_slow_reports, 0, 0)
     # the workers are free for the next job
     assert_same_tree(emst_dask.emst(path, client=client, out=tmp_path / "after.zarr"), pts)
 
@@ -306,15 +317,8 @@ def test_a_job_cancelled_by_another_client_says_so_to_the_submitter(cluster, cli
 
     from emst_dask import JobCancelled
     from emst_dask.cli import main
-    from test_faults import _slow_reports
 
-    pts = cloud(30_000, 3, seed=11)
-    path = write_snapshot(tmp_path / "c.zarr", pts, chunk_rows=10_000)
-    out = tmp_path / "cancelled.zarr"
-    client.run(_slow_reports, 0.5, 0)
-    try:
-        job = submit(path, out=out, client=client, name="cancel-elsewhere")
-        _wait_until(lambda: any(e["phase"] == "iteration" for e in job.events()), 120)
+    with _slow_job(client, tmp_path, "cancel-elsewhere", 11) as (job, out, _, _):
         address = cluster.cluster.scheduler_address
         with Client(address, set_as_default=False) as other:
             get_job("cancel-elsewhere", other).cancel()
@@ -329,8 +333,6 @@ def test_a_job_cancelled_by_another_client_says_so_to_the_submitter(cluster, cli
                                 for e in job.events()), 60)
         assert not out.exists() and no_tmp_siblings(out)
         job.forget()
-    finally:
-        client.run(_slow_reports, 0, 0)
 
 
 def test_a_finished_job_is_finished_for_a_new_client(cluster, client, pts, tmp_path):
