@@ -457,3 +457,42 @@ def test_an_in_memory_output_on_worker_processes_is_refused_before_any_work(clie
             emst_dask.emst(pts, out=out, client=client)
     with pytest.raises(emst_dask.OutputError, match="in-memory store"):
         emst_dask.emst(pts, out="memory://lost2.zarr", client=client, partitions=2)
+
+
+def test_emst_many_refuses_one_output_reached_through_a_link(tmp_path, pts):
+    """Two outputs that are one folder through a symbolic link are one
+    output: refused before any work (else the second replaced the first)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "link")
+    with pytest.raises(InputError, match="two sources would write the same output"):
+        emst_many([pts, pts[:900]], outs=[real / "e.zarr", tmp_path / "link" / "e.zarr"],
+                  client=False, overwrite=True)
+    assert list(real.iterdir()) == []
+
+
+def test_emst_many_says_which_source_failed(pts):
+    """In-memory clouds of one shape are told apart only by their place:
+    errors="raise" puts the source (and its job's name) in the message."""
+    clouds = [pts.copy() for _ in range(3)]
+    clouds[1][17, 0] = np.nan
+    with pytest.raises(InputError, match=r"source 1 \(job 'second'\): .*first bad row is 17"):
+        emst_many(clouds, names=["first", "second", "third"], client=False)
+
+
+def test_a_failed_submit_leaves_its_name_free(client, pts, monkeypatch):
+    """submit claims the job's name on the scheduler first; if submitting
+    the tasks then fails, the claim is withdrawn, so the name can be used."""
+    import emst_dask.distributed.service as svc
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("cannot submit (test)")
+
+    monkeypatch.setattr(svc, "submit_chain", boom)
+    with pytest.raises(RuntimeError, match="cannot submit"):
+        submit(pts, client=client, name="free-again", backend="cpu")
+    assert "free-again" not in list_jobs(client)
+    monkeypatch.undo()
+    job = submit(pts, client=client, name="free-again", backend="cpu")
+    assert job.result().n_edges == len(pts) - 1
+    job.forget()

@@ -57,7 +57,8 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, box_size=None,
         outs = list(outs)
         if len(outs) != len(sources):
             raise InputError(f"{len(sources)} sources but {len(outs)} outputs")
-        real = [local_path(o) for o in outs if is_pathlike(o)]
+        # resolved: two paths through a link to one folder are one output
+        real = [os.path.realpath(local_path(o)) for o in outs if is_pathlike(o)]
         if len(set(real)) != len(real):
             raise InputError("two sources would write the same output")
     if names is not None and len(names) != len(sources):
@@ -89,7 +90,7 @@ def _emst_many(sources, outs, names, client, options, progress, errors, n_worker
                                **options)
         except Exception as exc:
             if errors == "raise":
-                raise
+                _raise_named(exc, i, None if names is None else names[i])
             results[i] = exc
     if not preps:
         return results
@@ -107,6 +108,30 @@ def _emst_many(sources, outs, names, client, options, progress, errors, n_worker
         finally:
             if bar:
                 bar.close()
+
+
+def _raise_named(exc, i, name):
+    """Raise ``exc`` of source ``i`` saying which source it is (``_which``)."""
+    named = _which(exc, i, name)
+    if named is exc:
+        raise exc
+    raise named from exc
+
+
+def _which(exc, i, name):
+    """``exc`` of source ``i`` (job ``name``) saying so: an ``InputError``
+    or ``WorkerLost`` again with the source in front of its message (in-memory
+    clouds of one shape are told apart only by it), anything else with a
+    note."""
+    label = f"source {i}" + (f" (job {name!r})" if name else "")
+    if isinstance(exc, (InputError, WorkerLost)):
+        try:
+            return type(exc)(f"{label}: {exc}")
+        except Exception:  # noqa: BLE001 - a subclass with other arguments: a note
+            pass
+    if hasattr(exc, "add_note"):
+        exc.add_note(f"in {label} of emst_many")
+    return exc
 
 
 def _batch_progress(progress, total, skipped):
@@ -149,7 +174,7 @@ def _run_here(preps, results, callback, errors, bar):
             results[i] = run_inline(prep.spec, blocks, progress=_bind(callback, i))
         except Exception as exc:
             if errors == "raise":
-                raise
+                _raise_named(exc, i, prep.spec.name)
             results[i] = exc
         if bar:
             bar.update(1)
@@ -175,7 +200,7 @@ def _dispatch(cl, preps, results, callback, errors, bar):
         results[i] = value
         settled.add(i)
         if errors == "raise" and isinstance(value, BaseException):
-            raise value
+            _raise_named(value, i, preps[i].spec.name)
         if bar:
             bar.update(1)
 

@@ -465,12 +465,17 @@ def submit(source, *, out=None, client=None, name=None, min_samples=1, box_size=
     except KeyError:
         raise InputError(f"a job named {spec.name!r} exists on this scheduler; choose "
                          "another name or forget it first") from None
-    callback, _bar = progress_callback(progress, spec.name)
-    if callback:
-        Relay(cl, spec.topic, callback)
-    # unrestricted: a restriction to a worker that dies with every other
-    # one would park the job for good (``dispatch``), and nobody watches it
-    fut = submit_chain(cl, prep, None)
+    try:
+        callback, _bar = progress_callback(progress, spec.name)
+        if callback:
+            Relay(cl, spec.topic, callback)
+        # unrestricted: a restriction to a worker that dies with every other
+        # one would park the job for good (``dispatch``), and nobody watches it
+        fut = submit_chain(cl, prep, None)
+    except BaseException:  # the claim would hold the name for good
+        with contextlib.suppress(Exception):
+            cl.unpublish_dataset(DATASET_PREFIX + spec.name)
+        raise
     cl.publish_dataset(**{DATASET_PREFIX + spec.name: {"future": fut, "info": info}},
                        override=True)
     return Job(spec.name, fut, cl, info, published=True)
