@@ -3,6 +3,8 @@
 address and by scheduler file, from the API and from the command line."""
 from __future__ import annotations
 
+import shlex
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -110,16 +112,19 @@ def test_cli_detached_job(procs, snaps, tmp_path):
     runner = CliRunner()
     out = tmp_path / "detached.zarr"
     res = runner.invoke(main, ["run", paths[1], "--out", str(out), "--scheduler", procs.address,
-                               "--detach", "--name", "cli-job"])
+                               "--detach", "--name", "cli job"])
     assert res.exit_code == 0, res.output
-    assert "submitted job cli-job" in res.output and "emst-dask job cli-job" in res.output
-    res = runner.invoke(main, ["job", "cli-job", "--scheduler-file", procs.scheduler_file,
-                               "--wait", "--progress", "--forget"])
+    assert "submitted job cli job" in res.output
+    # the printed command runs as printed (the name quoted: it holds a space)
+    hint = next(ln for ln in res.output.splitlines() if ln.startswith("follow it: "))
+    args = shlex.split(hint[len("follow it: "):])
+    assert args[:2] == ["emst-dask", "job"] and args[-2:] == ["--", "cli job"]
+    res = runner.invoke(main, args[1:-2] + ["--progress", "--forget"] + args[-2:])
     assert res.exit_code == 0, res.output
-    assert "job cli-job: finished" in res.output and f"wrote {out}" in res.output
-    assert "edges=999" in res.output and "forgot job cli-job" in res.output
+    assert "job cli job: finished" in res.output and f"wrote {out}" in res.output
+    assert "edges=999" in res.output and "forgot job cli job" in res.output
     assert_same_tree(open_edges(out), clouds[1])
-    res = runner.invoke(main, ["job", "cli-job", "--scheduler", procs.address])
-    assert res.exit_code == 2 and "no job named 'cli-job'" in res.output
+    res = runner.invoke(main, ["job", "cli job", "--scheduler-file", procs.scheduler_file])
+    assert res.exit_code == 2 and "no job named 'cli job'" in res.output
     res = runner.invoke(main, ["run", paths[1], "--out", str(out), "--detach"])
     assert res.exit_code == 2 and "--detach needs --scheduler" in res.output

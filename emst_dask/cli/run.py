@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 
@@ -145,8 +146,8 @@ def _env_scheduler_file(scheduler, scheduler_file):
 
 
 def _scheduler_args(scheduler, scheduler_file):
-    return (f"--scheduler {scheduler}" if scheduler
-            else f"--scheduler-file {os.path.abspath(scheduler_file)}")
+    return (f"--scheduler {shlex.quote(scheduler)}" if scheduler
+            else f"--scheduler-file {shlex.quote(os.path.abspath(scheduler_file))}")
 
 
 def _detach(source, out, client, name, min_samples, backend, sort, columns, array, overwrite,
@@ -157,8 +158,9 @@ def _detach(source, out, client, name, min_samples, backend, sort, columns, arra
                  backend=backend, sort_by_weight=sort, columns=columns, array=array,
                  overwrite=overwrite, zarr_format=zarr_format, box_size=box_size)
     click.echo(f"submitted job {job.name}: {source} -> {job.info['out']}")
-    click.echo(f"follow it: emst-dask job {job.name} {_scheduler_args(scheduler, scheduler_file)}"
-               " --wait")
+    # options first and the name after "--": a name may hold spaces or start with "-"
+    click.echo(f"follow it: emst-dask job {_scheduler_args(scheduler, scheduler_file)} --wait"
+               f" -- {shlex.quote(job.name)}")
     job.client.close()
 
 
