@@ -14,7 +14,7 @@ import uuid
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, WorkerLost
 from ..io.checks import as_points, check_backend, check_in_box, check_min_samples
 from ..io.checks import source_box_size
 from ..io.source import is_in_memory, resolve_source
@@ -22,7 +22,7 @@ from ..products.realisations import (check_realisation, ensemble, realisation_hi
                                      realisation_seeds, shared_bins)
 from .client import client_for
 from .dispatch import one_per_worker
-from .faults import lost_error, refusing, unwrap, workers_died
+from .faults import lost_error, refusing, scheduler_lost, unwrap, workers_died
 from .worker import apply_settings
 
 
@@ -175,7 +175,7 @@ def _dispatcher(cl, points, src):
             try:
                 results[i] = unwrap(fut.result())
             except Exception as exc:
-                lost = lost_error(f"realisation {i}", None, exc)
+                lost = lost_error(f"realisation {i}", None, exc, cl)
                 if lost is not None:
                     raise lost from exc
                 raise
@@ -190,8 +190,13 @@ def _dispatcher(cl, points, src):
         def gave_up(i, w, deaths, allowed):
             raise workers_died(f"realisation {i}", deaths, allowed, w)
 
-        one_per_worker(cl, range(len(seeds)), submit, finish, orphaned, gave_up,
-                       names=lambda i: f"realisation {i}")
+        try:
+            one_per_worker(cl, range(len(seeds)), submit, finish, orphaned, gave_up,
+                           names=lambda i: f"realisation {i}")
+        except Exception as exc:  # the scheduler gone: said so, whichever call met it
+            if isinstance(exc, WorkerLost) or not scheduler_lost(exc, cl):
+                raise
+            raise lost_error("realisations", None, exc, cl) from exc
         return results
 
     return run
