@@ -387,6 +387,25 @@ def test_nan_in_unchecksummed_chunk_says_it_may_be_corrupt(tmp_path, zarr_format
     assert _names_chunk(msg, 2) and "corrupt" in msg.lower(), msg
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_nan_written_into_a_checksummed_chunk_is_not_called_corrupt(tmp_path, zarr_format):
+    """A NaN written through zarr into a snapshot whose chunks carry
+    checksums passed its check: it was written so, and the message names
+    the row without suggesting damage."""
+    from emst_dask.io.codecs import create_array
+
+    pts = cloud(1000, 3, seed=27, dtype=np.float64)
+    path = str(tmp_path / "checked.zarr")
+    group = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    z = create_array(group, "points", pts.shape, (250, 3), "f8", zarr_format)
+    pts[517, 1] = np.nan
+    z[...] = pts
+    with pytest.raises(InputError) as exc:
+        emst_dask.emst(path, client=False, array="points")
+    msg = str(exc.value)
+    assert _names_chunk(msg, 2) and "517" in msg and "corrupt" not in msg.lower(), msg
+
+
 # --------------------------------------------------------------------------
 # 4. integers beyond 2**53
 # --------------------------------------------------------------------------

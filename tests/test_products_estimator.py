@@ -280,3 +280,13 @@ def test_command_line_refuses_parameters_before_reading_the_store(X, tmp_path, m
     r = CliRunner().invoke(main, ["hdbscan", str(tmp_path / "empty.npy"), "-m", "2", "-k", "1",
                                   "--out", str(tmp_path / "h.zarr"), "--backend", "cpu"])
     assert r.exit_code == 2 and "empty.npy" in r.output and "no points" in r.output, r.output
+
+
+def test_min_samples_default_larger_than_n_says_where_it_comes_from():
+    X = np.random.default_rng(3).random((40, 2))
+    with pytest.raises(InputError, match=r"min_samples=100 \(min_samples=None takes "
+                                         r"min_cluster_size\) is larger than the number "
+                                         r"of points \(40\)"):
+        HDBSCAN(min_cluster_size=100, backend="cpu").fit(X)
+    with pytest.raises(InputError, match=r"min_samples=50 is larger"):
+        HDBSCAN(min_cluster_size=5, min_samples=50, backend="cpu").fit(X)
