@@ -158,17 +158,16 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
 
 
 def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
-                     period=None, dtype=None) -> Partitioning:
+                     period, dtype) -> Partitioning:
     """Bounds and a sample of every block, then recursive coordinate bisection;
-    with ``dtype``, a cloud the boxes could not compute unscaled is refused
+    a cloud of ``dtype`` the boxes could not compute unscaled is refused
     (``check_unscaled_frame``) before any box is solved."""
     sums = ex.gather([ex.submit(steps.summarize, b, n, SAMPLE_SIZE, seed, period,
                                 name=f"summary-{i}")
                       for i, b in enumerate(blocks)])
     glo = np.min([s["lo"] for s in sums if s["m"]], axis=0)
     ghi = np.max([s["hi"] for s in sums if s["m"]], axis=0)
-    if dtype is not None:
-        check_unscaled_frame(glo, ghi, min(s["smallest"] for s in sums), dtype, period)
+    check_unscaled_frame(glo, ghi, min(s["smallest"] for s in sums), dtype, period)
     sample = np.concatenate([s["sample"] for s in sums])
     return recursive_coordinate_bisection(sample, P, glo, ghi, period)
 
