@@ -6,7 +6,8 @@
 ``--make`` computes the Euclidean tree of halos (3-D float32, seed 0, on
 the device) and saves its edges to ``--tree``; every run loads them and
 times ``single_linkage`` (the median of ``--repeats`` runs after a
-warm-up, the device synchronised around each), then runs it once more with
+warm-up, the device synchronised around each), records the memory pool's
+peak beyond the tree during one run, then runs it once more with
 a sync around each step of the dendrogram's rounds (``products.chains``),
 and hashes the matrix.  Two checkouts (``PKG``) timed on one saved tree in
 one session are an A/B of a change; equal hashes say the matrices are
@@ -77,6 +78,7 @@ def main():
         del Z
     res["linkage"] = statistics.median(seconds)
     res["linkage_runs"] = seconds
+    res["peak_bytes_per_point_beyond_tree"] = peak_beyond(cupy, run, sync) / n
 
     steps = collections.defaultdict(float)
 
@@ -103,6 +105,32 @@ def main():
     print(json.dumps(res))
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=1)
+
+
+def peak_beyond(cupy, run, sync):
+    """The memory pool's most bytes in use during ``run()`` beyond those in
+    use before it (the tree's arrays), the result included."""
+    from cupy.cuda import memory_hook
+
+    pool = cupy.get_default_memory_pool()
+
+    class Peak(memory_hook.MemoryHook):
+        name = "peak"
+
+        def __init__(self):
+            self.peak = 0
+
+        def malloc_postprocess(self, **kw):
+            self.peak = max(self.peak, pool.used_bytes())
+
+    sync()
+    held = pool.used_bytes()
+    hook = Peak()
+    with hook:
+        Z = run()
+        sync()
+    del Z
+    return hook.peak - held
 
 
 if __name__ == "__main__":

@@ -69,20 +69,20 @@ def _lightest(xp, k, cs, ct, m):
     return best
 
 
-def _picks(xp, k, cs, ct, rank, best, positions=False):
+def _picks(xp, k, cs, ct, rank, best):
     """The round's picked edges: (``sel``, (k,) int8 side of every component
     on its pick (0 source, 1 target), (k,) the component at the other end of
     every pick (the smaller of a mutual pair, two components that picked one
     edge, points at itself instead: a forest), (k,) every pick's rank).
-    ``best``: the picks' positions (``_lightest``); ``positions``: the ranks
+    ``best``: the picks' positions (``_lightest``); ``rank`` None: the ranks
     are the positions (the first round).  ``sel`` says which edges were
     picked: their positions (numpy), or the running count of picks, an
     inclusive scan over the edges (CuPy)."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import picks
 
-        flag, side, ptr, alpha = picks(k, cs, ct, rank, best, positions)
-        return xp.cumsum(flag, dtype=rank.dtype), side, ptr, alpha
+        flag, side, ptr, alpha = picks(k, cs, ct, rank, best)
+        return xp.cumsum(flag, dtype=cs.dtype), side, ptr, alpha
     c = xp.arange(k, dtype=best.dtype)
     u, v = cs[best], ct[best]
     side = (u != c).astype(xp.int8)
@@ -91,35 +91,37 @@ def _picks(xp, k, cs, ct, rank, best, positions=False):
     ptr = xp.where(mutual, c, other)
     picked = xp.zeros(cs.shape[0], bool)
     picked[best] = True
-    return xp.flatnonzero(picked), side, ptr, best if positions else rank[best]
+    return xp.flatnonzero(picked), side, ptr, best if rank is None else rank[best]
 
 
 def _take_picks(xp, sel, rank, cid, so_far):
     """The picks' ranks, in edge order, and their chain numbers: ``cid[r] =
-    so_far + i`` for the i-th picked rank r."""
+    so_far + i`` for the i-th picked rank r (``rank`` None: the positions)."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import take_picks
 
         return take_picks(sel, rank, cid, so_far)
-    prank = rank[sel]
-    cid[prank] = xp.arange(so_far, so_far + prank.shape[0], dtype=rank.dtype)
+    prank = sel.astype(cid.dtype) if rank is None else rank[sel]
+    cid[prank] = xp.arange(so_far, so_far + prank.shape[0], dtype=cid.dtype)
     return prank
 
 
 def _split(xp, sel, rank, cs, ct, new_comp, p):
     """After the merge: (the picks' new components, the other edges' ranks
     and new end components, whether one of those joins a component to
-    itself); p is the number of picks."""
+    itself); p is the number of picks, ``rank`` None: the ranks are the
+    positions."""
     if xp is not np:
         from ..kernels.cuda.dendrogram import split_edges
 
         return split_edges(sel, p, rank, cs, ct, new_comp)
     item_comp = new_comp[cs[sel]]
-    rest = xp.ones(rank.shape[0], bool)
+    rest = xp.ones(cs.shape[0], bool)
     rest[sel] = False
     rest = xp.flatnonzero(rest)
     cs, ct = new_comp[cs[rest]], new_comp[ct[rest]]
-    return item_comp, rank[rest], cs, ct, bool((cs == ct).any())
+    rank = rest.astype(cs.dtype) if rank is None else rank[rest]
+    return item_comp, rank, cs, ct, bool((cs == ct).any())
 
 
 def _chain_keys(xp, key, items, item_comp, pick, cid, side):
@@ -142,7 +144,8 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
     ----------
     xp : numpy or cupy.
     s, t : (m,) integer arrays of ``xp``, the endpoints of the m = n - 1
-        edges in the strict order (rank = position).
+        edges in the strict order (rank = position); read, not written
+        (of dtype ``it`` they are not copied).
     n : int >= 1.
     it : the index dtype (``index_dtype``) of the arrays made.
 
@@ -152,8 +155,8 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         or ``2 * m`` for the root chain.
     points : (n,) ``it``, every point's slot in the dendrogram's (m, 2)
         children, ``2 * edge + side``: a point is alone on its chain (round
-        1's), the child of the edge its chain names, on its side
-        (``point_children`` makes the array).
+        1's), the child of its lightest edge, on its side (``point_children``
+        makes the array).
     owner : (m,) ``it``, the edge whose chains keys ``2 * c`` and ``2 * c + 1``
         name (``c`` numbers the edges round by round, in the order they were
         picked, so the chains of later rounds sort after those of earlier ones).
@@ -165,19 +168,20 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         The edges do not connect the n points (or close a cycle).
     """
     m = s.shape[0]
-    key = xp.empty(m + n, it)
+    key = xp.empty(m, it)
     followers = []  # per round: (edges above their component's pick, the pick)
     cid = xp.empty(m, it)
     round_ends = []
-    rank = xp.arange(m, dtype=it)
-    cs, ct = s.astype(it), t.astype(it)
+    # Round 1 needs no rank, item or item component arrays: the ranks are
+    # the positions, the items the points, each its own component.
+    rank = None
+    cs, ct = s.astype(it, copy=False), t.astype(it, copy=False)
     k = n
-    items = xp.arange(m, m + n, dtype=it)  # the points, in round 1
-    item_rank = None  # the points of round 1 are below every pick
-    item_comp = xp.arange(n, dtype=it)
+    items = item_comp = None
+    points = xp.zeros(n, it)  # n = 1: no edge, no round
     picked_so_far = 0
     while k > 1:
-        if rank.shape[0] == 0:
+        if cs.shape[0] == 0:
             raise InputError(f"the edges do not connect the {n} points: they leave "
                              f"{k} components")
         best = _lightest(xp, k, cs, ct, m)
@@ -185,39 +189,44 @@ def boruvka_chains(xp, s, t, n, it=np.int64):
         if lonely:
             raise InputError(f"the edges do not connect the {n} points: {lonely} of {k} "
                              "components have no edge out")
-        sel, side, ptr, pick = _picks(xp, k, cs, ct, rank, best, positions=item_rank is None)
+        sel, side, ptr, pick = _picks(xp, k, cs, ct, rank, best)
         del best
         prank = _take_picks(xp, sel, rank, cid, picked_so_far)
         picked_so_far += int(prank.shape[0])
         round_ends.append(picked_so_far)
 
-        # every item to its chain; those above their pick are put right later
-        alpha = _chain_keys(xp, key, items, item_comp, pick, cid, side)
-        if item_rank is not None:
-            above = xp.flatnonzero(item_rank > alpha)
+        if items is None:
+            # a point is alone on its chain: the child of its pick (its
+            # lightest edge, rank = position), on its side
+            points = pick
+            points *= 2
+            points += side
+        else:
+            # every item to its chain; those above their pick are put right later
+            alpha = _chain_keys(xp, key, items, item_comp, pick, cid, side)
+            above = xp.flatnonzero(items > alpha)  # an item's rank is itself
             followers.append((items[above], alpha[above]))
-            del above
-        del alpha, side, pick
+            del above, alpha
+        del side, pick
         new_comp, k = _components(xp, ptr)
 
-        items, item_rank = prank, prank
+        items = prank  # the items are edges from now on
         item_comp, rank, cs, ct, cycle = _split(xp, sel, rank, cs, ct, new_comp,
                                                 prank.shape[0])
         del sel, new_comp
         if cycle:
             raise InputError(f"the edges do not connect the {n} points: some close a cycle")
-    key[items] = 2 * m  # the last picks (or the one point): the root chain
+    if items is not None:
+        key[items] = 2 * m  # the last picks: the root chain
     owner = xp.empty(m, it)  # the edge whose chain a key names (inverse of cid)
     owner[cid] = xp.arange(m, dtype=it)
+    del cid
     for edge, target in reversed(followers):
         # An edge above its component's pick joins the root path above the
         # pick, at its own rank: the first chain up from the pick's whose
         # top edge is heavier (the picks of later rounds are placed already).
         _place(xp, key, owner, edge, target, m)
-    pkey = key[m:]
-    points = 2 * owner[pkey >> 1] + (pkey & 1) if m else xp.zeros(n, it)
-    # the edges' keys apart, so that the sort's peak holds no points' keys
-    return key[:m].copy(), points.astype(it, copy=False), owner, round_ends
+    return key, points, owner, round_ends
 
 
 def point_children(xp, points, m, n, it):

@@ -25,20 +25,22 @@ import numpy as np
 from ..arrays import scatter_add, stable_argsort
 from ..engine.boruvka import Timers
 from .chains import boruvka_chains, index_dtype, point_children, record_chains
+from .order import strict_sorted
 
 
-def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parents=False):
+def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parents=False,
+               weight=None):
     """Children (or parents) and sizes of Kruskal's merges, in parallel.
 
     Parameters
     ----------
     xp : numpy or cupy.
     s, t : (m,) integer arrays of ``xp``, the m = n - 1 edges of a spanning
-        tree in the strict order.
+        tree in the strict order (not written).
     n : int >= 1.
     timers : ``engine.boruvka.Timers``, optional
-        Adds the seconds of the phases (``dendrogram_rounds``, ``_chains``,
-        ``_children``, ``_sizes``).
+        Adds the seconds of the phases (``strict_order`` with ``weight``,
+        ``dendrogram_rounds``, ``_chains``, ``_children``, ``_sizes``).
     index_type : numpy integer dtype, optional
         The index dtype of the work and the result (default
         ``index_dtype(m, n)``: int32 below 2**31 items).
@@ -50,6 +52,11 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parent
         Give every node's parent instead of every edge's children (what
         HDBSCAN* reads): one pass over the chains, none over the (m, 2)
         children.
+    weight : (m,) float32 or float64 array of ``xp``, optional
+        The edges' weights: the edges may then come in any order, and are
+        sorted here first (``order.strict_sorted``); the sorted ends, in the
+        index dtype, are freed once the rounds are done, so no later phase
+        holds them.
 
     Returns
     -------
@@ -60,20 +67,30 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parent
         the root (the last edge's).
     size : (m,) of the index dtype, the points in the cluster each edge
         forms.
+    weight : (m,), with ``weight`` only: the weights in the strict order,
+        the order of the edges numbered above.
     """
     m = s.shape[0]
     it = np.dtype(index_type or index_dtype(m, n)).type
     timers = timers or Timers(enabled=False)
+    sort = weight is not None
+    if sort:
+        timers.start()
+        s, t, weight = strict_sorted(xp, s, t, weight, it)  # held by this frame only
+        timers.stop("strict_order")
     timers.start()
     if hierarchy is not None and m:
         key, points, edge_of, round_ends = record_chains(xp, hierarchy, n, it)
     else:
         key, points, edge_of, round_ends = boruvka_chains(xp, s, t, n, it)
+    del s, t  # the sorted copies go: the later phases hold no edge ends
     timers.stop("dendrogram_rounds")
     if m == 0:
         if parents:
-            return xp.full(n, -1, it), xp.zeros(0, it)
-        return xp.zeros((0, 2), it), xp.zeros(0, it)
+            out, size = xp.full(n, -1, it), xp.zeros(0, it)
+        else:
+            out, size = xp.zeros((0, 2), it), xp.zeros(0, it)
+        return (out, size, weight) if sort else (out, size)
     # the edges in chain order (a stable sort by chain: they come in rank
     # order); the points, alone on their chains, need only their slots,
     # placed after the sort (its peak memory holds no children yet)
@@ -83,17 +100,17 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parent
     del key
     timers.stop("dendrogram_chains")
     if parents:
-        out, weight = _parents(xp, skey, order, points, edge_of, m, n, it)
+        out, weights = _parents(xp, skey, order, points, edge_of, m, n, it)
         del points
     else:
         out = point_children(xp, points, m, n, it)
         del points
         _children(xp, skey, order, out, edge_of, m, n)
-        weight = (out < n).sum(axis=1, dtype=it)
+        weights = (out < n).sum(axis=1, dtype=it)
     timers.stop("dendrogram_children")
-    size = _sizes(xp, skey, order, weight, edge_of, round_ends, m)
+    size = _sizes(xp, skey, order, weights, edge_of, round_ends, m)
     timers.stop("dendrogram_sizes")
-    return out, size
+    return (out, size, weight) if sort else (out, size)
 
 
 def _chain_ends(xp, skey):

@@ -89,9 +89,7 @@ def device_linkage(xp, s, t, w, n, hierarchy=None):
     if hierarchy is not None and _recorded_order(xp, w, hierarchy):
         children, size = dendrogram(xp, s, t, n, hierarchy=hierarchy)
     else:
-        order = sorted_edges(xp, s, t, w)
-        children, size = dendrogram(xp, s[order], t[order], n)
-        w = w[order]
+        children, size, w = dendrogram(xp, s, t, n, weight=w)
     if xp is not np:  # one pass writes the rows
         from ..kernels.cuda.dendrogram import linkage_rows
 

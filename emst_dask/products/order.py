@@ -132,3 +132,19 @@ def sorted_edges(xp, s, t, w):
         del pair
         return by_pair[radix_argsort(w.view(np.uint64)[by_pair], 64)]
     return strict_edge_order(xp, s, t, w).astype(xp.int64, copy=False)
+
+
+def strict_sorted(xp, s, t, w, it):
+    """The edges in the strict order (``sorted_edges``), their ends in the
+    index dtype ``it``: (s, t) (m,) ``it`` and w (m,) of w's dtype.  The
+    order's (m,) int64 indices are freed before the return, and the ends
+    are gathered straight into ``it``, so that what the dendrogram holds
+    through its rounds is 2 + 1 narrow arrays, not 2 int64 ones and the order.
+    """
+    order = sorted_edges(xp, s, t, w)
+    w = w[order]
+    if xp is not np:
+        from ..kernels.cuda.edge_order import gather_as
+
+        return gather_as(s, order, it), gather_as(t, order, it), w
+    return s[order].astype(it), t[order].astype(it), w

@@ -105,14 +105,16 @@ __global__ void component_picks(const I* __restrict__ best, const I* __restrict_
 
 // After the inclusive scan pos of the pick flags: the picks' ranks in edge
 // order, and their chain numbers cid[r] = so_far + (picks before r).
+// With ``positions`` (the first round) the ranks are the positions: rank
+// is not read.
 template <typename I>
 __global__ void take_picks(const I* __restrict__ pos, const I* __restrict__ rank,
-                           long long count, I* __restrict__ prank, I* __restrict__ cid,
-                           long long so_far) {
+                           int positions, long long count, I* __restrict__ prank,
+                           I* __restrict__ cid, long long so_far) {
     GRID_STRIDE(e, count) {
         I before = e ? pos[e - 1] : 0;
         if (pos[e] != before) {
-            I r = rank[e];
+            I r = positions ? (I)e : rank[e];
             prank[before] = r;
             cid[r] = (I)(so_far + before);
         }
@@ -121,10 +123,12 @@ __global__ void take_picks(const I* __restrict__ pos, const I* __restrict__ rank
 
 // After the merge, one pass over the round's edges: a pick's new component
 // goes to its item slot; any other edge moves down to its place among the
-// edges left, with its ends' new components (equal ones: a cycle).
+// edges left, with its ends' new components (equal ones: a cycle).  With
+// ``positions`` (the first round) rank is not read: the ranks are the
+// positions.
 template <typename I>
 __global__ void split_edges(const I* __restrict__ pos, const I* __restrict__ rank,
-                            const I* __restrict__ cs, const I* __restrict__ ct,
+                            int positions, const I* __restrict__ cs, const I* __restrict__ ct,
                             const I* __restrict__ new_comp, long long count,
                             I* __restrict__ item_comp, I* __restrict__ rank_out,
                             I* __restrict__ cs_out, I* __restrict__ ct_out, int* cycle) {
@@ -136,7 +140,7 @@ __global__ void split_edges(const I* __restrict__ pos, const I* __restrict__ ran
         } else {
             long long j = e - before;
             I v = new_comp[ct[e]];
-            rank_out[j] = rank[e];
+            rank_out[j] = positions ? (I)e : rank[e];
             cs_out[j] = u;
             ct_out[j] = v;
             if (u == v) *cycle = 1;
@@ -280,14 +284,15 @@ __global__ void size_terms(const I* __restrict__ skey, const I* __restrict__ ord
     }
 }
 
-// base[c - 1] = the running total before chain c starts.
+// base[c - 1] = the running total before chain c starts (32 bits: a
+// round's running total stays below n < 2**31).
 template <typename I>
 __global__ void chain_bases(const I* __restrict__ skey, const u64* __restrict__ scan,
-                            long long lo, long long hi, u64* __restrict__ base) {
+                            long long lo, long long hi, unsigned* __restrict__ base) {
     GRID_STRIDE(j, hi - lo) {
         long long i = lo + j;
         if (j == 0 || skey[i - 1] != skey[i])
-            base[(scan[j] >> 32) - 1] = j ? (scan[j - 1] & 0xffffffffULL) : 0ULL;
+            base[(scan[j] >> 32) - 1] = j ? (unsigned)(scan[j - 1] & 0xffffffffULL) : 0u;
     }
 }
 
@@ -296,7 +301,7 @@ __global__ void chain_bases(const I* __restrict__ skey, const u64* __restrict__ 
 template <typename I>
 __global__ void chain_sizes(const I* __restrict__ skey, const I* __restrict__ order,
                             const I* __restrict__ owner, const u64* __restrict__ scan,
-                            const u64* __restrict__ base, long long lo, long long hi,
+                            const unsigned* __restrict__ base, long long lo, long long hi,
                             long long m, I* size, I* weight) {
     typedef typename Unsigned<I>::type U;
     GRID_STRIDE(j, hi - lo) {

@@ -70,8 +70,7 @@ def pick_forest_components(ptr):
     jump_in_place(ptr)
     flag = cupy.empty(k, ptr.dtype)
     _launch("root_flags", ptr, k, (ptr, flag, np.int64(k)))
-    scan = cupy.cumsum(flag, dtype=ptr.dtype)  # an int32 scan is int64 by default
-    del flag
+    scan = cupy.cumsum(flag, out=flag)  # in place (an int32 scan is int64 by default)
     _launch("renumber", ptr, k, (ptr, scan, np.int64(k)))
     return ptr, int(scan[-1]) if k else 0
 
@@ -151,16 +150,17 @@ def lightest_edges(k, cs, ct, m):
     return best
 
 
-def picks(k, cs, ct, rank, best, positions=False):
+def picks(k, cs, ct, rank, best):
     """The picked edges of a round (as ``products.chains._picks``), one
     thread a component; every one of the k components must have a pick.
 
     Parameters
     ----------
     k : int, the number of components.
-    cs, ct, rank : (e,) cupy arrays of the index type, the round's edges.
+    cs, ct : (e,) cupy arrays of the index type, the round's edges' ends.
+    rank : (e,) same type, their ranks; None where the ranks are the
+        positions (the first round).
     best : (k,) same type, every component's pick (``lightest_edges``).
-    positions : bool, the ranks are the positions (the first round): not read.
 
     Returns
     -------
@@ -179,8 +179,10 @@ def picks(k, cs, ct, rank, best, positions=False):
     side = cupy.empty(k, cupy.int8)
     ptr = cupy.empty(k, cs.dtype)
     alpha = cupy.empty(k, cs.dtype)
-    _launch("component_picks", cs, k, (best, cs, ct, rank, np.int32(bool(positions)), flag,
-                                       side, ptr, alpha, np.int64(k)))
+    positions = rank is None
+    _launch("component_picks", cs, k, (best, cs, ct, cs if positions else rank,
+                                       np.int32(positions), flag, side, ptr, alpha,
+                                       np.int64(k)))
     return flag, side, ptr, alpha
 
 
@@ -191,7 +193,8 @@ def take_picks(pos, rank, cid, so_far):
     ----------
     pos : (e,) cupy of the index type, the inclusive running count of picks
         over the edges.
-    rank : (e,) same type, the edges' ranks.
+    rank : (e,) same type, the edges' ranks; None where they are the
+        positions (the first round).
     cid : (m,) same type; ``cid[r] = so_far + i`` for the i-th pick r.
     so_far : int, the picks of the rounds before.
 
@@ -202,9 +205,10 @@ def take_picks(pos, rank, cid, so_far):
     import cupy
 
     count = int(pos.shape[0])
-    prank = cupy.empty(int(pos[-1]) if count else 0, rank.dtype)
-    _launch("take_picks", rank, count, (pos, rank, np.int64(count), prank, cid,
-                                        np.int64(so_far)))
+    prank = cupy.empty(int(pos[-1]) if count else 0, pos.dtype)
+    positions = rank is None
+    _launch("take_picks", pos, count, (pos, pos if positions else rank, np.int32(positions),
+                                       np.int64(count), prank, cid, np.int64(so_far)))
     return prank
 
 
@@ -216,7 +220,8 @@ def split_edges(pos, p, rank, cs, ct, new_comp):
     ----------
     pos : (e,) cupy of the index type, the inclusive running count of picks.
     p : int, the number of picks (``pos[-1]``, known to the caller).
-    rank, cs, ct : (e,) same type, the round's edges.
+    rank, cs, ct : (e,) same type, the round's edges (rank None where the
+        ranks are the positions: the first round).
     new_comp : (k,) same type, every component's merged component.
 
     Returns
@@ -228,12 +233,14 @@ def split_edges(pos, p, rank, cs, ct, new_comp):
     import cupy
 
     count = int(pos.shape[0])
-    it = rank.dtype
+    it = cs.dtype
     item_comp = cupy.empty(p, it)
     rest = [cupy.empty(count - p, it) for _ in range(3)]
     cycle = cupy.zeros(1, cupy.int32)
-    _launch("split_edges", rank, count, (pos, rank, cs, ct, new_comp, np.int64(count),
-                                         item_comp, *rest, cycle))
+    positions = rank is None
+    _launch("split_edges", cs, count, (pos, cs if positions else rank, np.int32(positions),
+                                       cs, ct, new_comp, np.int64(count), item_comp, *rest,
+                                       cycle))
     return (item_comp, *rest, bool(int(cycle[0])))
 
 
@@ -420,9 +427,8 @@ def chain_sizes(skey, order, owner, weight, size, lo, hi, m):
     terms = cupy.empty(count, cupy.uint64)
     _launch("size_terms", skey, count, (skey, order, weight, np.int64(lo), np.int64(hi),
                                         np.int64(m), terms))
-    scan = cupy.cumsum(terms)
-    del terms
-    base = cupy.empty(count, cupy.uint64)  # at most a chain an item: no sync
+    scan = cupy.cumsum(terms, out=terms)  # in place: no second (count,) uint64
+    base = cupy.empty(count, cupy.uint32)  # at most a chain an item: no sync
     _launch("chain_bases", skey, count, (skey, scan, np.int64(lo), np.int64(hi), base))
     _launch("chain_sizes", skey, count, (skey, order, owner, scan, base, np.int64(lo),
                                          np.int64(hi), np.int64(m), size, weight))

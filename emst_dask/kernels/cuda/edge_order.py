@@ -1,6 +1,7 @@
 """CUDA helpers of the engine's strict edge order (``engine.order``): the
 packed sort key and the flags of its tied runs, each one elementwise pass
-where the whole-array form takes five or six."""
+where the whole-array form takes five or six; and the ends gathered into
+that order in a narrower index type."""
 from __future__ import annotations
 
 import functools
@@ -19,7 +20,9 @@ def _kernels():
         "unsigned long long x = k[i];"
         "tied = (i > 0 && k[i - 1] == x) || (i + 1 < count && k[i + 1] == x);",
         "emst_tied_runs")
-    return key, tied
+    gather = cupy.ElementwiseKernel("raw S src, int64 at", "I out", "out = (I)src[at];",
+                                    "emst_gather_as")
+    return key, tied, gather
 
 
 def strict_key(w2, s, t):
@@ -43,3 +46,21 @@ def tied_runs(sorted_key):
 
     m = sorted_key.shape[0]
     return _kernels()[1](sorted_key, m, size=m) if m else cupy.zeros(0, bool)
+
+
+def gather_as(src, at, dtype):
+    """(len(at),) cupy array of ``dtype``: ``src[at]`` cast in the same pass
+    (no temporary of ``src``'s wider type).
+
+    Parameters
+    ----------
+    src : (m,) integer cupy array, values that fit ``dtype``.
+    at : (c,) int64 cupy array, indices into ``src``.
+    dtype : numpy integer dtype.
+    """
+    import cupy
+
+    out = cupy.empty(at.shape[0], dtype)
+    if out.shape[0]:
+        _kernels()[2](src, at.astype(cupy.int64, copy=False), out)
+    return out

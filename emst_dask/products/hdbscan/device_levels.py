@@ -16,7 +16,6 @@ import numpy as np
 from ...arrays import jump_to_roots, scatter_add, tally
 from ...engine.boruvka import Timers
 from ..dendrogram import dendrogram
-from ..order import sorted_edges
 
 
 def _lam(xp, h):
@@ -147,13 +146,10 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
       the clusters born just below it (the rows of the stabilities).
     """
     timers = timers or Timers(enabled=False)
-    timers.start()
-    if hierarchy is None:
-        order = sorted_edges(xp, s, t, w)
-        s, t, w = s[order], t[order], w[order]
-        del order
-    timers.stop("strict_order")
-    parent, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy, parents=True)
+    if hierarchy is None:  # sorted first, then the dendrogram
+        parent, size, w = dendrogram(xp, s, t, n, timers, parents=True, weight=w)
+    else:
+        parent, size = dendrogram(xp, s, t, n, timers, hierarchy=hierarchy, parents=True)
     del s, t
     it = parent.dtype.type
     timers.start()
