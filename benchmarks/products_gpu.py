@@ -31,6 +31,10 @@ Points on the device (halos, 3-D float32, seed 0); each figure the median of
   backend="cuda").fit`` end to end (points on the device, attributes on
   the host), and its part beyond the tree.
 
+Device memory beyond the tree, per point: the pool's growth during the
+operation (``*_bytes_per_point*``: blocks it could not reuse included) and
+the most bytes in use (``in_use_bytes_per_point_beyond_tree``).
+
 Writes JSON (device, every number) to ``--out`` and prints a table.
 """
 from __future__ import annotations
@@ -47,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     import cupy
+    from cupy.cuda import memory_hook
     import numpy
 
     from emst_dask import HDBSCAN, datasets, emst
@@ -63,15 +68,33 @@ def main():
     a = p.parse_args()
     pool = cupy.get_default_memory_pool()
 
-    def device_bytes(fn):
-        """Device memory an operation takes beyond what is held before it
-        (the pool's size after it, grown from empty: its peak)."""
+    in_use = {}
+
+    class Peak(memory_hook.MemoryHook):
+        """The pool's most bytes in use."""
+
+        name = "peak"
+
+        def __init__(self):
+            self.peak = 0
+
+        def malloc_postprocess(self, **kw):
+            self.peak = max(self.peak, pool.used_bytes())
+
+    def device_bytes(fn, name):
+        """Device memory an operation takes beyond what is held before it:
+        the pool's size after it, grown from empty (its peak, blocks the
+        pool could not reuse included); the most bytes in use beyond those
+        held before goes to ``in_use[name]``."""
         cupy.cuda.Device().synchronize()
         pool.free_all_blocks()
         held = pool.used_bytes()
-        r = fn()
-        cupy.cuda.Device().synchronize()
+        hook = Peak()
+        with hook:
+            r = fn()
+            cupy.cuda.Device().synchronize()
         grown = pool.total_bytes() - held
+        in_use[name] = (hook.peak - held) / a.n
         del r
         return grown
 
@@ -113,7 +136,7 @@ def main():
         return t_sort, t_dendrogram, {k: round(v, 4) for k, v in timers.seconds.items()}
 
     res["linkage_sort"], res["linkage_dendrogram"], res["dendrogram_phases"] = phases()
-    res["linkage_bytes_per_point_beyond_tree"] = device_bytes(tree.linkage) / a.n
+    res["linkage_bytes_per_point_beyond_tree"] = device_bytes(tree.linkage, "linkage") / a.n
     res["linkage_output_bytes_per_point"] = (a.n - 1) * 32 / a.n
     if a.check:
         from emst_dask.products.linkage import single_linkage
@@ -127,7 +150,7 @@ def main():
     res["emst_recorded_phases"] = {k: round(v, 4) for k, v in rec.timings.items()}
     res["linkage_recorded"], Z = timed(lambda: rec.linkage())
     del Z
-    res["linkage_recorded_bytes_per_point_beyond_tree"] = device_bytes(rec.linkage) / a.n
+    res["linkage_recorded_bytes_per_point_beyond_tree"] = device_bytes(rec.linkage, "linkage_recorded") / a.n
     res["linkage_recorded_beyond_plain_tree"] = (res["emst_recorded"] - res["emst"]
                                                  + res["linkage_recorded"])
     if a.check:
@@ -147,7 +170,7 @@ def main():
     res["fof_8"], _ = timed(lambda: tree.fof(eight))
     # one cut at the longest of the eight: the same edges joined as the eight
     res["fof_1_longest"], _ = timed(lambda: tree.fof(eight[-1]))
-    res["fof_8_bytes_per_point"] = device_bytes(lambda: tree.fof(eight)) / a.n
+    res["fof_8_bytes_per_point"] = device_bytes(lambda: tree.fof(eight), "fof_8") / a.n
     res["fof_1_groups"] = int(one.max()) + 1
     res["ratios"] = {"linkage/emst": res["linkage"] / res["emst"],
                      "linkage_recorded/emst": res["linkage_recorded"] / res["emst"],
@@ -166,7 +189,7 @@ def main():
     res["hdbscan_extract_clusters"] = int(got.n_clusters)
     res["hdbscan_extract_phases"] = {k: round(v, 4) for k, v in got.timings.items()}
     del got
-    res["hdbscan_extract_bytes_per_point_beyond_tree"] = device_bytes(clusters) / a.n
+    res["hdbscan_extract_bytes_per_point_beyond_tree"] = device_bytes(clusters, "hdbscan_extract") / a.n
     res["ratios"]["hdbscan_extract/emst_mrd"] = res["hdbscan_extract"] / res["emst_mrd"]
     if a.check:
         t0 = time.perf_counter()
@@ -191,7 +214,7 @@ def main():
     res["hdbscan_extract_recorded"], got = timed(recorded)
     res["hdbscan_extract_recorded_phases"] = {k: round(v, 4) for k, v in got.timings.items()}
     del got
-    res["hdbscan_extract_recorded_bytes_per_point_beyond_tree"] = device_bytes(recorded) / a.n
+    res["hdbscan_extract_recorded_bytes_per_point_beyond_tree"] = device_bytes(recorded, "hdbscan_extract_recorded") / a.n
     res["ratios"]["hdbscan_extract_recorded/emst_mrd"] = (res["hdbscan_extract_recorded"]
                                                          / res["emst_mrd"])
     # the recording counted: what the clusters cost beyond the plain tree
@@ -215,6 +238,7 @@ def main():
         res["hdbscan_clusters"] = int(fitted.labels_.max()) + 1
         res["ratios"]["hdbscan_beyond_tree/emst_mrd"] = (res["hdbscan_beyond_tree"]
                                                         / res["emst_mrd"])
+    res["in_use_bytes_per_point_beyond_tree"] = in_use
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=1)
     print(f"device {res['device']}, halos n={a.n} 3-D float32 on the device")
@@ -248,6 +272,8 @@ def main():
           f"{res['hdbscan_extract_clusters']} clusters; equals host: "
           f"{res.get('hdbscan_extract_equals_host')}")
     print(f"  {res.get('hdbscan_clusters')} clusters; {res['fof_1_groups']} FoF groups at b=0.2")
+    print("  most bytes in use beyond the tree, per point: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in in_use.items()))
 
 
 if __name__ == "__main__":
