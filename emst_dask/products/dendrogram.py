@@ -105,7 +105,8 @@ def dendrogram(xp, s, t, n, timers=None, index_type=None, hierarchy=None, parent
     else:
         out = point_children(xp, points, m, n, it)
         del points
-        weights = _children(xp, skey, order, out, edge_of, m, n)
+        _children(xp, skey, order, out, edge_of, m, n)
+        weights = (out < n).sum(axis=1, dtype=it)
     timers.stop("dendrogram_children")
     size = _sizes(xp, skey, order, weights, edge_of, round_ends, m)
     timers.stop("dendrogram_sizes")
@@ -152,12 +153,12 @@ def _children(xp, skey, order, children, edge_of, m, n):
     ``children`` ((m, 2) of the index dtype, the points in their slots and
     -1 elsewhere).  A chain's last edge hangs under the edge the chain
     names, on its key's side; any other edge under the next edge of its
-    chain, in the slot left free.  Returns (m,) of the index dtype, the
-    points among every edge's two children (the sizes' weights)."""
-    if xp is not np:  # the weights counted as the pairs are ordered
+    chain, in the slot left free."""
+    if xp is not np:
         from ..kernels.cuda.dendrogram import chain_children
 
-        return chain_children(skey, order, children, edge_of, m, n)
+        chain_children(skey, order, children, edge_of, m, n)
+        return
     last = _chain_ends(xp, skey)
     tops = xp.flatnonzero(last & (skey < 2 * m))
     children[edge_of[skey[tops] >> 1], skey[tops] & 1] = order[tops] + n
@@ -166,7 +167,6 @@ def _children(xp, skey, order, children, edge_of, m, n):
     slot = xp.where(children[up, 0] == -1, 0, 1)
     children[up, slot] = order[below] + n
     children.sort(axis=1)
-    return (children < n).sum(axis=1, dtype=children.dtype)
 
 
 def _sizes(xp, skey, order, weight, edge_of, round_ends, m):

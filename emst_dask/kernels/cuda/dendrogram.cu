@@ -260,14 +260,11 @@ __global__ void recorded_point_parents(const int* __restrict__ rec, I* __restric
     }
 }
 
-// Each edge's pair ordered, and the points among its two children counted
-// (the sizes' weights), in the same pass.
 template <typename I>
-__global__ void order_pairs(I* children, I* __restrict__ weight, long long m, long long n) {
+__global__ void order_pairs(I* children, long long m) {
     GRID_STRIDE(e, m) {
         I a = children[2 * e], b = children[2 * e + 1];
         if (a > b) { children[2 * e] = b; children[2 * e + 1] = a; }
-        weight[e] = (I)((a < n) + (b < n));
     }
 }
 

@@ -353,20 +353,12 @@ def chain_children(skey, order, children, owner, m, n):
         (points' rows, n + edge), the smaller first.
     owner : (m,) same type, the edge each chain key names.
     m, n : int, the numbers of edges and points.
-
-    Returns
-    -------
-    weight : (m,) of skey's type, the points among every edge's children.
     """
-    import cupy
-
     count = int(skey.shape[0])
     args = (np.int64(count), np.int64(m), np.int64(n))
     _launch("chain_tops", skey, count, (skey, order, owner, children) + args)
     _launch("chain_below", skey, count, (skey, order, children) + args)
-    weight = cupy.empty(m, skey.dtype)
-    _launch("order_pairs", skey, m, (children, weight, np.int64(m), np.int64(n)))
-    return weight
+    _launch("order_pairs", skey, m, (children, np.int64(m)))
 
 
 def chain_parents(skey, order, points, owner, m, n):
