@@ -27,6 +27,8 @@ import time
 sys.path.insert(0, os.environ.get("PKG") or os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
+from peak_memory import device_peak_beyond  # noqa: E402 (this folder)
+
 
 def main():
     import cupy
@@ -78,7 +80,9 @@ def main():
         del Z
     res["linkage"] = statistics.median(seconds)
     res["linkage_runs"] = seconds
-    res["peak_bytes_per_point_beyond_tree"] = peak_beyond(cupy, run, sync) / n
+    Z, peak = device_peak_beyond(run)
+    del Z
+    res["peak_bytes_per_point_beyond_tree"] = peak / n
 
     steps = collections.defaultdict(float)
 
@@ -105,32 +109,6 @@ def main():
     print(json.dumps(res))
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=1)
-
-
-def peak_beyond(cupy, run, sync):
-    """The memory pool's most bytes in use during ``run()`` beyond those in
-    use before it (the tree's arrays), the result included."""
-    from cupy.cuda import memory_hook
-
-    pool = cupy.get_default_memory_pool()
-
-    class Peak(memory_hook.MemoryHook):
-        name = "peak"
-
-        def __init__(self):
-            self.peak = 0
-
-        def malloc_postprocess(self, **kw):
-            self.peak = max(self.peak, pool.used_bytes())
-
-    sync()
-    held = pool.used_bytes()
-    hook = Peak()
-    with hook:
-        Z = run()
-        sync()
-    del Z
-    return hook.peak - held
 
 
 if __name__ == "__main__":

@@ -48,10 +48,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from peak_memory import device_peak_beyond  # noqa: E402 (this folder)
+
 
 def main():
     import cupy
-    from cupy.cuda import memory_hook
     import numpy
 
     from emst_dask import HDBSCAN, datasets, emst
@@ -70,17 +71,6 @@ def main():
 
     in_use = {}
 
-    class Peak(memory_hook.MemoryHook):
-        """The pool's most bytes in use."""
-
-        name = "peak"
-
-        def __init__(self):
-            self.peak = 0
-
-        def malloc_postprocess(self, **kw):
-            self.peak = max(self.peak, pool.used_bytes())
-
     def device_bytes(fn, name):
         """Device memory an operation takes beyond what is held before it:
         the pool's size after it, grown from empty (its peak, blocks the
@@ -89,12 +79,9 @@ def main():
         cupy.cuda.Device().synchronize()
         pool.free_all_blocks()
         held = pool.used_bytes()
-        hook = Peak()
-        with hook:
-            r = fn()
-            cupy.cuda.Device().synchronize()
+        r, peak = device_peak_beyond(fn)
         grown = pool.total_bytes() - held
-        in_use[name] = (hook.peak - held) / a.n
+        in_use[name] = peak / a.n
         del r
         return grown
 
