@@ -128,3 +128,13 @@ __global__ void holder_counts(const I* __restrict__ holders, const I* __restrict
         if (i != (I)(n - 2)) atomicAdd(&count[where[mparent[n + i] - n]], (u64)0 - s);
     }
 }
+
+// lambda_of(w[at[i]]) for a list of merges, one pass (no float64 copy of
+// the gathered heights, no temporaries).
+template <typename I, typename W>
+__global__ void lambdas_at(const I* __restrict__ at, const W* __restrict__ w,
+                           double* __restrict__ lam, long long count) {
+    GRID_STRIDE(i, count) {
+        lam[i] = lambda_of(w[at[i]]);
+    }
+}

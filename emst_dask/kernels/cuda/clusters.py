@@ -20,7 +20,7 @@ from .dendrogram import INDEX_CTYPES, item_source, jump_in_place
 _FLOAT = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _BY_INDEX = ("level_parents", "count_big", "holders_births", "climb_start",
              "holder_counts")
-_BY_INDEX_AND_HEIGHT = ("level_up", "points_leave")
+_BY_INDEX_AND_HEIGHT = ("level_up", "points_leave", "lambdas_at")
 
 
 @functools.cache
@@ -218,3 +218,60 @@ def label_points(pcl, lam, anc, rank, death, smax, single_root, threshold):
     """
     return _label_kernel()(pcl, lam, anc, rank, death, smax, bool(single_root),
                            float(threshold))
+
+
+@functools.cache
+def _row_key_kernels():
+    import cupy
+
+    key = cupy.ElementwiseKernel(
+        "I cluster, int64 count", "uint64 key",
+        "key = count > 0 ? ((unsigned long long)cluster << 32) | (unsigned long long)i"
+        " : ~0ULL", "emst_hdbscan_row_keys")
+    split = cupy.ElementwiseKernel(
+        "uint64 key", "int64 row, I cluster",
+        "row = (long long)(key & 0xffffffffULL); cluster = (I)(key >> 32)",
+        "emst_hdbscan_split_row_keys")
+    return key, split
+
+
+def row_keys(cluster, count):
+    """(h,) uint64 cupy: ``cluster << 32 | row`` for the rows of count > 0,
+    the largest key for the others (so that a sort puts them last).
+
+    Parameters
+    ----------
+    cluster : (h,) int32 or int64 cupy array, below 2**32; h < 2**32.
+    count : (h,) int64 cupy array.
+    """
+    import cupy
+
+    key = cupy.empty(cluster.shape[0], cupy.uint64)
+    _row_key_kernels()[0](cluster, count, key)
+    return key
+
+
+def split_row_keys(key, dtype):
+    """``row_keys``' keys apart: ((r,) int64 rows, (r,) ``dtype`` clusters)."""
+    import cupy
+
+    row = cupy.empty(key.shape[0], cupy.int64)
+    cluster = cupy.empty(key.shape[0], dtype)
+    _row_key_kernels()[1](key, row, cluster)
+    return row, cluster
+
+
+def lambdas_at(w, at):
+    """(c,) float64 cupy: lambda = 1 / w[at] (+inf at height 0), one pass.
+
+    Parameters
+    ----------
+    w : (m,) float32 or float64 cupy array, the heights.
+    at : (c,) int32 or int64 cupy array, indices into ``w``.
+    """
+    import cupy
+
+    lam = cupy.empty(at.shape[0], cupy.float64)
+    _launch("lambdas_at", int(at.shape[0]), (at, cupy.ascontiguousarray(w), lam,
+                                            np.int64(at.shape[0])), at.dtype, w.dtype)
+    return lam

@@ -304,40 +304,79 @@ def _run_sums_module():
     return cupy.RawModule(code=_RUN_SUMS)
 
 
-def _stabilities(xp, row_cluster, row_lam, row_count, birth, K):
+def _stabilities(xp, rows, birth, K):
     """Runs of equal (cluster, lambda), summed per cluster by increasing lambda.
 
     Parameters
     ----------
-    row_cluster : (r,) integer, row_lam : (r,) float64, row_count : (r,)
-        int64 arrays of ``xp``: rows (points or child clusters leaving a
-        cluster at a lambda, with their count) by increasing lambda, equal
-        lambdas adjacent; rows of count 0 are skipped.
+    rows : list of three (h,) arrays of ``xp``: the clusters (integer), the
+        lambdas (float64) and the counts (int64) of the rows (points or child
+        clusters leaving a cluster at a lambda, with their count) by
+        increasing lambda, equal lambdas adjacent; rows of count 0 are
+        skipped.  Emptied here, each array dropped once read, so that the
+        caller holds none of them through the sort.
     birth : (K,) float64 array of ``xp``; K : int.
 
     Returns
     -------
     (K,) float64 array of ``xp``.
     """
-    keep = xp.flatnonzero(row_count > 0)
-    c = row_cluster[keep]
-    by_cluster = stable_argsort(xp, c)  # by cluster, then lambda
-    order = keep[by_cluster]
-    c = c[by_cluster]
-    del keep, by_cluster
-    lam, cnt = row_lam[order], row_count[order]
-    del order
+    row_cluster, row_lam, row_count = rows
+    rows.clear()
+    # the rows with a count, by cluster, then by row (increasing lambda)
+    row, c = _by_cluster(xp, row_cluster, row_count)
+    del row_cluster
+    lam = row_lam[row]
+    del row_lam
+    cnt = row_count[row]
+    del row_count, row
     r = c.shape[0]
     new = xp.ones(r, bool)
     new[1:] = (c[1:] != c[:-1]) | (lam[1:] != lam[:-1])
-    starts = xp.flatnonzero(new)
-    total = xp.cumsum(cnt)
-    ends = xp.empty_like(starts)
-    ends[:-1] = starts[1:]
-    ends[-1:] = r
-    run_cnt = total[ends - 1] - total[starts] + cnt[starts]
-    offsets = xp.searchsorted(c[starts], xp.arange(K + 1, dtype=c.dtype)).astype(xp.int64)
-    return _run_sums(xp, offsets, lam[starts], run_cnt, birth)
+    starts = xp.flatnonzero(new)  # the runs' first rows
+    del new
+    # a run's count: the running total at its last row less that before it
+    total = xp.cumsum(cnt, out=cnt)
+    last = xp.empty_like(starts)
+    last[:-1] = starts[1:]
+    last[-1:] = r
+    last -= 1
+    run_cnt = total[last]
+    del last
+    run_cnt[1:] -= total[starts[1:] - 1]
+    del total, cnt
+    run_cluster = c[starts]
+    del c
+    run_lam = lam[starts]
+    del lam, starts
+    offsets = xp.searchsorted(run_cluster, xp.arange(K + 1, dtype=run_cluster.dtype))
+    del run_cluster
+    return _run_sums(xp, offsets.astype(xp.int64, copy=False), run_lam, run_cnt, birth)
+
+
+def _by_cluster(xp, cluster, count):
+    """The rows of count > 0 by (cluster, row): ((r,) int64 rows, (r,) their
+    clusters, of ``cluster``'s dtype).  One sort of (cluster << 32 | row)
+    uint64 keys, the rows without a count keyed last, where clusters and rows
+    fit 32 bits (an (h,) index and a stable argsort's arrays otherwise)."""
+    h = cluster.shape[0]
+    if h >= 1 << 32 or (h and int(cluster.max()) >= 1 << 32):
+        keep = xp.flatnonzero(count > 0)
+        c = cluster[keep]
+        by = stable_argsort(xp, c)
+        return keep[by], c[by]
+    r = int((count > 0).sum())
+    if xp is not np:  # one pass each way
+        from ...kernels.cuda.clusters import row_keys, split_row_keys
+
+        key = row_keys(cluster, count)
+        key.sort()
+        return split_row_keys(key[:r], cluster.dtype)
+    key = xp.where(count > 0, (cluster.astype(xp.uint64) << xp.uint64(32))
+                   | xp.arange(h, dtype=xp.uint64), xp.uint64(2**64 - 1))
+    key.sort()
+    key = key[:r]
+    return (key & xp.uint64(2**32 - 1)).astype(xp.int64), (key >> xp.uint64(32)).astype(cluster.dtype)
 
 
 def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_size,
@@ -384,14 +423,10 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     number_d = xp.asarray(number.astype(got["point_cluster"].dtype))  # the index dtype
     pcl = number_d[got["point_cluster"]]  # the cluster each point leaves
     lam = got["point_lambda"]
-    row_cluster = number_d[got["holder_birth"]]
-    del number_d
-    row_lam, row_count = got["holder_lambda"], got["holder_count"]
-    del got
+    rows = [number_d[got["holder_birth"]], got["holder_lambda"], got["holder_count"]]
+    del number_d, got
     timers.stop("cluster_tree")
-    stability = to_host(_stabilities(xp, row_cluster, row_lam, row_count, xp.asarray(birth),
-                                     K))
-    del row_cluster, row_lam, row_count
+    stability = to_host(_stabilities(xp, rows, xp.asarray(birth), K))  # empties rows
     timers.stop("stabilities")
     table = ClusterTable(cparent, birth, death, size, stability)
     selected, eom_stab = _select(table, n, method, allow_single, eps, max_size)

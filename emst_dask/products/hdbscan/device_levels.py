@@ -24,6 +24,15 @@ def _lam(xp, h):
     return xp.where(h > 0, 1.0 / xp.where(h > 0, h, 1.0), np.inf)
 
 
+def _lam_at(xp, w, at):
+    """``_lam(xp, w[at])``: (c,) float64 (on CuPy one pass, no temporaries)."""
+    if xp is not np:
+        from ...kernels.cuda.clusters import lambdas_at
+
+        return lambdas_at(w, at)
+    return _lam(xp, w[at])
+
+
 def _level_sets(xp, parent, w, n):
     """Step 2: (2n - 1,) every node's level-set parent (the top of the run
     of equal heights holding its parent, a node id; -1 for the root), in
@@ -163,7 +172,7 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     holder, birth = _holders_and_births(xp, mparent, level, size, n, mcs)
     top = _highest_small(xp, mparent, level, size, n, mcs)
     del level
-    holders = xp.flatnonzero(holder)  # by node id
+    holders = xp.flatnonzero(holder).astype(it)  # by node id (flatnonzero's are int64)
     del holder
     h = holders.shape[0]
     where = xp.full(m, -1, it)
@@ -180,11 +189,10 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
         xp, top, mparent, size, w, where, holders, holder_birth, n, mcs, B)
     del top
     spine, _ = tally(xp, holder_birth, B)  # the big nodes of each cluster's spine
-    holder_lambda = _lam(xp, w[holders])
     # a birth's death, the largest lambda of a point leaving it: at its
     # lowest holder with points (heights grow with node ids)
     _, first = tally(xp, xp.where(holder_count > 0, holder_birth, -1), B, first=True)
-    death = xp.where(first < h, holder_lambda[xp.minimum(first, h - 1)], 0.0)
+    death = xp.where(first < h, _lam_at(xp, w, holders[xp.minimum(first, h - 1)]), 0.0)
     del first
     b_parent = xp.full(B, -1, it)
     b_lambda = xp.zeros(B, xp.float64)
@@ -192,10 +200,12 @@ def level_set_clusters(xp, s, t, w, n, min_cluster_size, timers=None, hierarchy=
     if B > 1:
         above = mparent[births[:-1] + n] - n
         b_parent[:-1] = holder_birth[where[above]]
-        b_lambda[:-1] = _lam(xp, w[above])
+        b_lambda[:-1] = _lam_at(xp, w, above)
         scatter_add(xp, holder_count, where[above], b_size[:-1])
         del above
     del mparent, size, where
+    holder_lambda = _lam_at(xp, w, holders)  # (h,) float64: made last, the peak is earlier
+    del holders
     timers.stop("runt_pruning")
     i64 = xp.int64
     return {"point_cluster": point_cluster, "point_lambda": point_lambda,
