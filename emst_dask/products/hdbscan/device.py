@@ -324,7 +324,7 @@ def _stabilities(xp, rows, birth, K):
     row_cluster, row_lam, row_count = rows
     rows.clear()
     # the rows with a count, by cluster, then by row (increasing lambda)
-    row, c = _by_cluster(xp, row_cluster, row_count)
+    row, c = _by_cluster(xp, row_cluster, row_count, K)
     del row_cluster
     lam = row_lam[row]
     del row_lam
@@ -354,13 +354,14 @@ def _stabilities(xp, rows, birth, K):
     return _run_sums(xp, offsets.astype(xp.int64, copy=False), run_lam, run_cnt, birth)
 
 
-def _by_cluster(xp, cluster, count):
+def _by_cluster(xp, cluster, count, K):
     """The rows of count > 0 by (cluster, row): ((r,) int64 rows, (r,) their
-    clusters, of ``cluster``'s dtype).  One sort of (cluster << 32 | row)
-    uint64 keys, the rows without a count keyed last, where clusters and rows
-    fit 32 bits (an (h,) index and a stable argsort's arrays otherwise)."""
+    clusters, of ``cluster``'s dtype; the clusters are below K).  One sort of
+    (cluster << 32 | row) uint64 keys, the rows without a count keyed last,
+    where clusters and rows fit 32 bits (an (h,) index and a stable
+    argsort's arrays otherwise)."""
     h = cluster.shape[0]
-    if h >= 1 << 32 or (h and int(cluster.max()) >= 1 << 32):
+    if h > 1 << 32 or K > 1 << 32:
         keep = xp.flatnonzero(count > 0)
         c = cluster[keep]
         by = stable_argsort(xp, c)
@@ -376,7 +377,8 @@ def _by_cluster(xp, cluster, count):
                    | xp.arange(h, dtype=xp.uint64), xp.uint64(2**64 - 1))
     key.sort()
     key = key[:r]
-    return (key & xp.uint64(2**32 - 1)).astype(xp.int64), (key >> xp.uint64(32)).astype(cluster.dtype)
+    return ((key & xp.uint64(2**32 - 1)).astype(xp.int64),
+            (key >> xp.uint64(32)).astype(cluster.dtype))
 
 
 def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_size,
