@@ -5,6 +5,7 @@ place, and the embedded default cluster."""
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import io as _pyio
 import os
@@ -21,6 +22,9 @@ from emst_dask import InputError
 from service_util import assert_same_tree, cloud, no_tmp_siblings, write_snapshot
 
 distributed = pytest.importorskip("distributed")
+cloudpickle = pytest.importorskip("cloudpickle")
+# the worker plugin below travels by value (the workers cannot import this file)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(scope="module")
@@ -128,25 +132,53 @@ def test_task_names_per_phase(client, tmp_path, pts):
     assert {"emst-read", "emst-boruvka", "emst-write"} <= set(groups)
 
 
+class _ExecutingSpans(distributed.WorkerPlugin):
+    """Each task's [start, stop] of execution on its worker's own clock.
+
+    The task stream's times are shifted by each worker's estimate of its
+    offset from the scheduler's clock, re-estimated at every heartbeat: two
+    tasks of one worker can seem to overlap by that estimate's jitter
+    (milliseconds on a loaded machine)."""
+
+    name = "executing-spans"
+
+    def setup(self, worker):
+        self.spans = {}
+
+    def transition(self, key, start, finish, **kwargs):
+        import time
+
+        if finish == "executing":
+            self.spans[str(key)] = [time.monotonic(), None]
+        elif start == "executing" and str(key) in self.spans:
+            self.spans[str(key)][1] = time.monotonic()
+
+
+def _executing_spans(dask_worker):
+    return dict(dask_worker.plugins[_ExecutingSpans.name].spans)
+
+
 def test_batch_one_job_per_worker(client, tmp_path, pts):
     clouds = [cloud(900 + 100 * i, 3, seed=20 + i) for i in range(5)]
     paths = [write_snapshot(tmp_path / f"s{i}.zarr", c, chunk_rows=256)
              for i, c in enumerate(clouds)]
     outs = [tmp_path / f"e{i}.zarr" for i in range(5)]
-    with distributed.get_task_stream(client) as ts:
-        stores = emst_many(paths, outs, client=client)
+    # two threads a worker: a second job on a worker would run beside the first
+    with EmbeddedCluster(n_workers=2, backend="cpu", threads_per_worker=2) as two:
+        two.client.register_plugin(_ExecutingSpans())
+        stores = emst_many(paths, outs, client=two.client)
+        by_worker = two.client.run(_executing_spans)
     assert [s.path for s in stores] == [str(o) for o in outs]
     for st, c in zip(stores, clouds):
         assert_same_tree(st, c)
     # per worker, the jobs' [first start, last stop] intervals never overlap
     spans = {}
-    for t in ts.data:
-        token = t["key"].split("-")[2]
-        start = min(s["start"] for s in t["startstops"])
-        stop = max(s["stop"] for s in t["startstops"])
-        w = t["worker"]
-        lo, hi = spans.get((w, token), (start, stop))
-        spans[(w, token)] = (min(lo, start), max(hi, stop))
+    for w, tasks in by_worker.items():
+        for key, (start, stop) in tasks.items():
+            assert stop is not None, f"{key} still executing on {w}"
+            token = key.split("-")[2]
+            lo, hi = spans.get((w, token), (start, stop))
+            spans[(w, token)] = (min(lo, start), max(hi, stop))
     assert len({tok for _, tok in spans}) == 5
     assert len({w for w, _ in spans}) == 2, "both workers take jobs"
     for w in {w for w, _ in spans}:
