@@ -70,7 +70,11 @@ def distance_matrix(points, box_size=None) -> np.ndarray:
     Like ``hypot``: each pair's coordinate differences are divided by their
     largest magnitude before squaring, so distances of any size (1e-300 next
     to 1e300) come out to a few ulps.  With ``box_size`` (d,) lengths of a
-    periodic box: the minimum image, ``min(|dx|, L - |dx|)`` per axis.
+    periodic box: the minimum image per axis, ``min(hi - lo, (L - hi) + lo)``
+    for the pair's larger and smaller coordinate: each term rounds once
+    (``L - hi`` is exact where the way round is the shorter, hi >= L/2),
+    where ``L - |dx|`` would add the rounding of ``dx`` (an ulp of L) to a
+    short distance across the face.
     """
     x = np.asarray(points).astype(np.float64)
     n = x.shape[0]
@@ -80,8 +84,10 @@ def distance_matrix(points, box_size=None) -> np.ndarray:
                                                        (x.shape[1],))
 
     def diff(k):
-        t = np.abs(x[:, None, k] - x[None, :, k])
-        return t if L is None else np.minimum(t, L[k] - t)
+        hi = np.maximum(x[:, None, k], x[None, :, k])
+        lo = np.minimum(x[:, None, k], x[None, :, k])
+        t = hi - lo
+        return t if L is None else np.minimum(t, (L[k] - hi) + lo)
 
     big = np.zeros((n, n))
     for k in range(x.shape[1]):  # one axis at a time: n^2 memory, not n^2 d

@@ -1,7 +1,8 @@
 """The exact tree in a periodic box (``emst(points, box_size=L)``).
 
 Every tree is held to a brute-force minimum-image MST (``oracle`` with
-``box_size``: per axis ``min(|dx|, L - |dx|)`` in float64, Prim's algorithm,
+``box_size``: per axis the shorter of ``hi - lo`` and ``(L - hi) + lo`` in
+float64, Prim's algorithm,
 the cycle property).  Clouds straddle the faces, sit at 0 and just below L,
 repeat points and tie on lattices; bad boxes and points outside the box are
 refused before any work, naming the row.
