@@ -347,3 +347,18 @@ def squarable(pts):
     # need e with (spacing 2^e)^2 >= tiny and 8 (2 max 2^e)^2 <= max
     limit = (math.log2(float(fi.max) / 8) - math.log2(float(fi.tiny))) / 2
     return True if span <= limit - 3 else False if span > limit else None
+
+
+def assert_same_edges_and_weights(a, b):
+    """Two trees with the same edges, bit-identical weights of one dtype, and
+    bit-identical core distances where either has them."""
+    def triples(t):
+        s, d = host(t.source), host(t.target)
+        lo, hi = np.minimum(s, d), np.maximum(s, d)
+        order = np.lexsort((hi, lo))
+        return lo[order], hi[order], host(t.weight)[order]
+    for x, y in zip(triples(a), triples(b)):
+        np.testing.assert_array_equal(x, y)
+    assert host(a.weight).dtype == host(b.weight).dtype
+    if a.core_distances is not None or b.core_distances is not None:
+        np.testing.assert_array_equal(host(a.core_distances), host(b.core_distances))

@@ -14,7 +14,7 @@ from emst_dask.partitioned import emst_partitioned
 from emst_dask.partitioned.boxes import assign_boxes, choose_partitioning, face_distances
 from emst_dask.partitioned.phase1 import solve_box
 
-from oracle import oracle
+from oracle import assert_same_edges_and_weights, check_spanning_tree, oracle
 
 
 def edge_set(u, v):
@@ -173,30 +173,36 @@ def test_partitions_bounded():
 
 @pytest.mark.parametrize("scale,dtype", [(1e155, np.float64), (1e-200, np.float64),
                                          (1e24, np.float32), (1e-22, np.float32)])
-def test_clouds_the_engine_must_scale_are_refused(scale, dtype):
-    """The one-box engine squares distances after an exact power-of-two
-    scaling; the boxes' certificates and merge compare squared distances
-    in input units (inf, 0 or a failed certificate out there): refused with
-    the remedy, before any box is solved.  Scaled by the power of two the
-    message names, the cloud gives the one-box tree's edges."""
-    from emst_dask import InputError
-
+@pytest.mark.parametrize("k", [1, 3])
+def test_clouds_the_engine_must_scale(scale, dtype, k):
+    """Squared distances out there overflow or underflow: the partitioned
+    algorithm works in the one-box engine's exact power-of-two frame and
+    gives its tree, weights scaled back bit for bit."""
     base = np.random.default_rng(3).random((600, 3))
     pts = (base * scale).astype(dtype)
-    with pytest.raises(InputError, match=r"partitions=.*2\*\*(-?\d+)") as info:
-        emst_partitioned(pts, 2)
-    e = int(__import__("re").search(r"2\*\*(-?\d+)", str(info.value)).group(1))
-    scaled = np.ldexp(pts, e).astype(dtype)
-    res = emst_partitioned(scaled, 2)
-    ref = emst(pts, backend="cpu")
-    assert edge_set(res.source, res.target) == edge_set(ref.source, ref.target)
-    assert np.isclose(res.total_weight * 2.0 ** -e, ref.total_weight, rtol=1e-6)
+    res = emst_partitioned(pts, 3, min_samples=k)
+    ref = emst(pts, min_samples=k, backend="cpu")
+    check_spanning_tree(res, pts, k)
+    assert_same_edges_and_weights(res, ref)
 
 
-def test_float32_cloud_needing_float64_is_refused():
-    from emst_dask import InputError
-
+@pytest.mark.parametrize("k", [1, 3])
+def test_float32_cloud_float32_cannot_square(k):
+    """1e30 beside 1e-30: no float32 frame holds both, so the boxes are
+    computed in float64 and the weights rounded to float32 at the end, as
+    the one-box engine does."""
     pts = np.random.default_rng(4).random((500, 3)).astype(np.float32)
     pts[0], pts[1] = 1e30, 1e-30
-    with pytest.raises(InputError, match="partitions=.*float64"):
+    res = emst_partitioned(pts, 2, min_samples=k)
+    ref = emst(pts, min_samples=k, backend="cpu")
+    assert res.weight.dtype == np.float32
+    assert_same_edges_and_weights(res, ref)
+
+
+def test_cloud_no_frame_holds_is_refused_before_work():
+    from emst_dask import InputError
+
+    pts = np.random.default_rng(4).random((500, 3))
+    pts[0], pts[1] = 1e300, 1e-300
+    with pytest.raises(InputError, match="partitions=: the coordinates span magnitudes"):
         emst_partitioned(pts, 2)

@@ -18,7 +18,7 @@ import emst_dask.engine.core as core
 from emst_dask import EmbeddedCluster, InputError, emst
 from emst_dask.kernels import get_kernels
 from cuda_emu import emulated_kernels
-from oracle import check_spanning_tree, edge_set, host, oracle
+from oracle import assert_same_edges_and_weights, check_spanning_tree, edge_set, host, oracle
 
 EMU = emulated_kernels()
 
@@ -254,6 +254,55 @@ def test_partitioned_periodic_on_the_cluster(client, tmp_path):
     one = emst(pts, box_size=1.0, backend="cpu")
     assert edge_set(tree.source, tree.target) == edge_set(one.source, one.target)
     check_spanning_tree(tree, pts, box_size=1.0)
+
+
+def _float32_in_box(n, d, L, seed):
+    pts = (np.random.default_rng(seed).random((n, d)) * L).astype(np.float32)
+    return pts[(pts.astype(np.float64) < L).all(axis=1)]
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_partitioned_float32_in_a_box_float32_cannot_hold(k):
+    """A box of 67.77 (100 Mpc times h), which no float32 holds, around
+    float32 positions: computed in float64 box by box, weights rounded to
+    float32 at the end: the one-box tree bit for bit."""
+    L = 67.77
+    pts = _float32_in_box(1500, 3, L, 43)
+    one = emst(pts, box_size=L, min_samples=k, backend="cpu")
+    tree = emst(pts, box_size=L, min_samples=k, partitions=3, client=False, backend="cpu")
+    assert_same_edges_and_weights(tree, one)
+    check_spanning_tree(tree, pts, k, box_size=L)
+
+
+def test_partitioned_far_from_unit_magnitudes():
+    """A box of 1e-150: the partitioned algorithm scales it as one device does."""
+    rng = np.random.default_rng(44)
+    L = 1e-150
+    pts = straddling(500, 3, 1.0, rng) * L
+    pts = pts[(pts < L).all(axis=1)]
+    one = emst(pts, box_size=L, backend="cpu")
+    tree = emst(pts, box_size=L, partitions=3, client=False, backend="cpu")
+    assert_same_edges_and_weights(tree, one)
+    check_spanning_tree(tree, pts, box_size=L)
+
+
+def test_partitioned_frame_on_the_cluster(client, tmp_path):
+    """The same from a snapshot on the workers, written by the boxes'
+    workers into one store."""
+    from emst_dask import open_edges
+    from emst_dask.io.snapshot import write_points
+
+    L = 67.77
+    pts = _float32_in_box(900, 3, L, 45)
+    write_points(tmp_path / "snap.zarr", pts, chunk_rows=200, attrs={"BoxSize": [L] * 3})
+    store = emst(str(tmp_path / "snap.zarr"), client=client, box_size="snapshot",
+                 partitions=3, out=str(tmp_path / "edges.zarr"))
+    tree = open_edges(str(store)).load()
+    one = emst(pts, box_size=L, backend="cpu")
+    assert_same_edges_and_weights(tree, one)
+    check_spanning_tree(tree, pts, box_size=L)
+    back = emst(str(tmp_path / "snap.zarr"), client=client, box_size="snapshot", partitions=3)
+    assert_same_edges_and_weights(back, one)
 
 
 def test_partitioned_point_outside_the_box_names_its_row():

@@ -293,7 +293,11 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     token = uuid.uuid4().hex[:8]
     n, d, dtype = src.n, src.d, src.compute_dtype
     k = check_min_samples(min_samples, n)
-    P = choose_partitions(partitions, n, d, dtype, client, backend)
+    # float32 points in a box float32 cannot hold are computed in float64
+    # (``engine.scaling.periodic_frame``): "auto" sizes the boxes for that
+    wide = (period is not None and np.dtype(dtype) == np.float32
+            and np.any(np.asarray(period, np.float64).astype(np.float32) != period))
+    P = choose_partitions(partitions, n, d, np.float64 if wide else dtype, client, backend)
     report = PartitionReport(partitions=P, workers=len(workers))
     t0 = time.perf_counter()
     if n < 2:

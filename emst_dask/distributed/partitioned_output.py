@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from ..engine.scaling import weights_from_squares
 from ..io.edge_store import edge_attrs, write_edges
 from ..io.output import zarr_group_attrs
 from ..io.shared_store import (create_shared_store, finish_shared_store, shared_chunk_rows,
@@ -32,16 +33,16 @@ def _create(output, n_edges, dtype):
     return create_shared_store(output, n_edges, np.dtype(dtype)), time.time()
 
 
-def _write_box(created, solved, at, dtype):
+def _write_box(created, solved, at, dtype, exponent):
     """A box's certified edges into rows [at, ...): the whole chunks here,
     the rest returned; and their weight sum (float64)."""
     store, _t0 = created
     e = solved[0].certified
-    w = np.sqrt(e.w2.astype(np.dtype(dtype), copy=False))
+    w = weights_from_squares(e.w2, exponent, np.dtype(dtype))
     return write_shared_rows(store, at, e.u, e.v, w), float(w.sum(dtype=np.float64))
 
 
-def _finish(created, attrs, forest, at, n, dtype, cores, *written):
+def _finish(created, attrs, forest, at, n, dtype, exponent, cores, *written):
     store, t_output = created
     out = store.output
     if out.local is not None and not os.path.exists(store.where):
@@ -60,14 +61,14 @@ def _finish(created, attrs, forest, at, n, dtype, cores, *written):
     rests = [r for rest, _ in written for r in rest]
     total = sum(t for _, t in written)
     if len(forest):
-        w = np.sqrt(forest.w2.astype(dtype, copy=False))
+        w = weights_from_squares(forest.w2, exponent, dtype)
         rests.append((at, forest.u, forest.v, w))
         total += float(w.sum(dtype=np.float64))
     core = None
     if cores:
         core = np.empty(n, dtype)
         for gids, c in cores:
-            core[gids] = np.sqrt(c)
+            core[gids] = weights_from_squares(c, exponent, dtype)
     output = max(0.0, time.time() - t_output)
     attrs = dict(attrs, timings=dict(attrs["timings"], output=output))
     rep = dict(attrs["extra"]["partitioned"])
@@ -90,15 +91,15 @@ def write_output(ex, res: Partitioned, output, where: str, t_start: float):
         shared_rest_rows(int(offsets[b]), counts[b], C) * per_edge
         for b in range(len(counts)) if ex.owner(b) != ex.owner(0)))
     report.exchanges += 1
-    written = [ex.submit(_write_box, created, s, int(offsets[b]), dtype.str, box=b,
-                         name="write") for b, s in enumerate(res.solved)]
+    written = [ex.submit(_write_box, created, s, int(offsets[b]), dtype.str, res.exponent,
+                         box=b, name="write") for b, s in enumerate(res.solved)]
     report.seconds["output"] = time.perf_counter() - t_start
     attrs = dict(n=res.n, d=res.d, n_edges=res.n - 1, min_samples=res.min_samples,
                  backend=res.backend, iterations=0, timings=dict(report.seconds), input=where,
                  extra={"partitioned": report.as_dict(), "job": output.token},
                  box_size=res.period)
     fut = ex.submit(_finish, created, attrs, res.forest, int(offsets[-1]), res.n, dtype.str,
-                    list(res.cores or []), *written, box=0, name="finish")
+                    res.exponent, list(res.cores or []), *written, box=0, name="finish")
     return ex.gather([fut])[0]
 
 
@@ -124,7 +125,8 @@ def gather_output(ex, res: Partitioned, output, where: str, sort_by_weight: bool
         report.seconds["output"] = time.perf_counter() - t_start
         cores = ex.gather(res.cores) if res.cores else []
         tree_args = (ex.gather([res.forest])[0], res.n, res.d, dtype.str, res.min_samples,
-                     res.backend, cores, sort_by_weight, report.seconds, res.period)
+                     res.backend, cores, sort_by_weight, report.seconds, res.period,
+                     res.exponent)
         fut = ex.submit(_write_gathered, output, tree_args, report, where, *certified, box=0,
                         name="write")
         return ex.gather([fut])[0]
@@ -134,7 +136,7 @@ def gather_output(ex, res: Partitioned, output, where: str, sort_by_weight: bool
     report.bytes_moved["output"] = int(sum(i["certified"] for i in res.infos) * per_edge)
     report.seconds["output"] = time.perf_counter() - t_start
     tree = assemble_tree(parts, forest, res.n, res.d, dtype, res.min_samples, res.backend,
-                         cores, sort_by_weight, report.seconds, res.period)
+                         cores, sort_by_weight, report.seconds, res.period, res.exponent)
     tree.timings = dict(report.seconds)
     tree.report = report
     return tree

@@ -186,7 +186,20 @@ def unscale_weights(K, w2, exponent: int, dtype):
     w = xp.sqrt(w2)
     if exponent or w.dtype != np.dtype(dtype):
         # on the host: device arithmetic may flush subnormal results to zero
-        host = np.asarray(K.to_host(w))
-        with np.errstate(over="ignore"):  # inf beyond the range: the caller refuses it
-            w = K.to_device(np.ldexp(host.astype(np.float64), -exponent).astype(dtype))
+        w = K.to_device(_unscale(np.asarray(K.to_host(w)), exponent, dtype))
     return w.astype(dtype, copy=False)
+
+
+def weights_from_squares(w2: np.ndarray, exponent: int, dtype) -> np.ndarray:
+    """``unscale_weights`` of a host array: (m,) ``dtype`` weights in input
+    units from (m,) squared weights (the compute dtype) in the frame scaled
+    by ``2**exponent``, rounded the way the one-box engine rounds them."""
+    w = np.sqrt(w2)
+    if exponent or w.dtype != np.dtype(dtype):
+        w = _unscale(w, exponent, dtype)
+    return w.astype(dtype, copy=False)
+
+
+def _unscale(w: np.ndarray, exponent: int, dtype) -> np.ndarray:
+    with np.errstate(over="ignore"):  # inf beyond the range: the caller refuses it
+        return np.ldexp(w.astype(np.float64), -exponent).astype(dtype)

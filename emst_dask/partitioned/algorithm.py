@@ -22,6 +22,13 @@ Facts used:
   is exact; otherwise R grows to that edge (at most once more, since the
   longest edge of an MSF of a superset cannot grow).
 
+Squared distances are compared in one exact frame for the whole cloud
+(``engine.scaling``: a power-of-two scaling, and float64 for a float32
+cloud that float32 cannot square), chosen from the blocks' bounds before
+the split; the blocks are scaled as they are split, every phase works in
+that frame, and the weights are scaled back at the output, rounded as the
+one-box engine rounds them.
+
 The phases below run their steps (``emst_dask.partitioned.steps``) through
 an ``Executor``: ``LocalExecutor`` in this process, the Dask driver's on
 the workers of a cluster (``emst_dask.distributed.partitioned``).  One
@@ -83,7 +90,10 @@ class Partitioned:
     infos : per box, ``steps.solve_info``.
     forest : the phase-2 spanning forest (``Edges``) over super-vertices.
     cores : per box, (gids, squared core distances), or None.
-    period : (d,) float64 lengths of the periodic box, or None.
+    period : (d,) float64 lengths of the periodic box, or None (input units).
+    exponent : the frame's scaling: squared weights and core distances are
+        of the points times ``2**exponent`` (``weights_from_squares`` takes
+        them back to input units).
     """
 
     n: int
@@ -97,6 +107,7 @@ class Partitioned:
     cores: list | None
     report: PartitionReport
     period: Any = None
+    exponent: int = 0
 
 
 @contextlib.contextmanager
@@ -140,9 +151,9 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
     """
     dtype = np.dtype(dtype)
     with phase(report, "partition"):
-        partitioning = split_into_boxes(ex, blocks, n, P, seed, period, dtype)
+        partitioning, frame, exponent = split_into_boxes(ex, blocks, n, P, seed, period, dtype)
     with phase(report, "shuffle"):
-        boxes = shuffle(ex, blocks, partitioning, report)
+        boxes = shuffle(ex, blocks, partitioning, frame, exponent, report)
     del blocks  # their rows live on in the boxes (a lost box is recomputed)
     cores = None
     if min_samples > 1:
@@ -151,73 +162,52 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
     with phase(report, "phase1"):
         solved, infos = solve_boxes(ex, boxes, min_samples, backend, certificate, report)
     with phase(report, "phase2"):
-        forest = connect_super_vertices(ex, boxes, solved, infos, partitioning, n, dtype,
+        forest = connect_super_vertices(ex, boxes, solved, infos, partitioning, n, frame,
                                         min_samples, backend, report, max_rounds)
+    report.radius = float(np.ldexp(report.radius, -exponent))
     return Partitioned(n, d, dtype, min_samples, infos[0]["backend"], solved, infos, forest,
-                       cores, report, period)
+                       cores, report, period, exponent)
 
 
 def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
-                     period, dtype) -> Partitioning:
-    """Bounds and a sample of every block, then recursive coordinate bisection;
-    a cloud of ``dtype`` the boxes could not compute unscaled is refused
-    (``check_unscaled_frame``) before any box is solved."""
+                     period, dtype) -> tuple[Partitioning, np.dtype, int]:
+    """Bounds and a sample of every block, the exact frame, then recursive
+    coordinate bisection in that frame.
+
+    Returns
+    -------
+    (Partitioning in the frame, the frame's dtype, its exponent): the
+    points times ``2**exponent`` in that dtype square exactly
+    (``engine.scaling.exact_frame``; a cloud no frame holds is refused
+    here, before any box is solved).
+    """
+    from ..engine.scaling import exact_frame, periodic_frame
+
     sums = ex.gather([ex.submit(steps.summarize, b, n, SAMPLE_SIZE, seed, period,
                                 name=f"summary-{i}")
                       for i, b in enumerate(blocks)])
     glo = np.min([s["lo"] for s in sums if s["m"]], axis=0)
     ghi = np.max([s["hi"] for s in sums if s["m"]], axis=0)
-    check_unscaled_frame(glo, ghi, min(s["smallest"] for s in sums), dtype, period)
-    sample = np.concatenate([s["sample"] for s in sums])
-    return recursive_coordinate_bisection(sample, P, glo, ghi, period)
-
-
-def check_unscaled_frame(lo, hi, smallest, dtype, period=None):
-    """Refuse a cloud whose squared distances the engine computes only
-    after a power-of-two scaling, or in float64 for float32 points
-    (``engine.scaling``): the boxes' certificates and the merge across them
-    compare squared distances in the input's units and precision, which
-    would overflow, underflow or round where the one-box engine is exact.
-
-    Parameters
-    ----------
-    lo, hi : (d,) float64, the cloud's per-axis bounds.
-    smallest : float, its smallest nonzero coordinate magnitude (+inf: none).
-    dtype : the points' float dtype.
-    period : (d,) float64, optional, a periodic box.
-
-    Raises
-    ------
-    InputError
-    """
-    from ..engine.scaling import exact_frame, periodic_frame
-
-    dtype = np.dtype(dtype)
+    smallest = min(s["smallest"] for s in sums)
     try:
-        frame, e = (periodic_frame(lo, hi, smallest, dtype, np.asarray(period, np.float64))
-                    if period is not None else exact_frame(lo, hi, smallest, dtype))
+        frame, e = (periodic_frame(glo, ghi, smallest, np.dtype(dtype),
+                                   np.asarray(period, np.float64))
+                    if period is not None else exact_frame(glo, ghi, smallest, np.dtype(dtype)))
     except InputError as exc:
         raise InputError(f"partitions=: {exc}") from None
-    if e == 0 and frame == dtype:
-        return
-    big = float(max(np.max(np.abs(lo)), np.max(np.abs(hi))))
-    what = (f"scaled by 2**{e}" if frame == dtype
-            else f"computed in {frame}" + (f" and scaled by 2**{e}" if e else ""))
-    fix = (f"multiply the points by 2**{e} (the tree's edges do not change; its weights "
-           f"scale by 2**{e})" if frame == dtype
-           else "convert the points to float64" + (f" and multiply them by 2**{e}" if e else ""))
-    raise InputError(
-        f"partitions=: this cloud's coordinates (magnitudes {smallest:.3g} to {big:.3g}"
-        + ("" if period is None else ", in its box") + f") must be {what} to square "
-        f"their distances exactly, which the one-box engine does and the partitioned "
-        f"algorithm does not; {fix}, or compute the tree in one box (partitions=None)")
+    sample = np.ldexp(np.concatenate([s["sample"] for s in sums]), e)
+    scaled_period = None if period is None else np.ldexp(np.asarray(period, np.float64), e)
+    return (recursive_coordinate_bisection(sample, P, np.ldexp(glo, e), np.ldexp(ghi, e),
+                                           scaled_period), np.dtype(frame), int(e))
 
 
-def shuffle(ex: Executor, blocks: list, partitioning: Partitioning,
+def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, exponent: int,
             report: PartitionReport) -> list:
-    """Every block split by box; each box assembled on its place."""
+    """Every block taken to the frame (``frame`` dtype, times
+    ``2**exponent``) and split by box; each box assembled on its place."""
     P = partitioning.n_boxes
-    split = [ex.submit(steps.split_block, b, partitioning, name=f"split-{i}")
+    split = [ex.submit(steps.split_block, b, partitioning, np.dtype(frame).str, exponent,
+                       name=f"split-{i}")
              for i, b in enumerate(blocks)]
     pieces = [[ex.item(s, k) for k in range(P)] for s in split]
     boxes = [ex.submit(steps.assemble_box, k, partitioning, *[p[k] for p in pieces], box=k,

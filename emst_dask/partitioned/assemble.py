@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.scaling import weights_from_squares
 from ..tree import SpanningTree
 from .edges import Edges
 
 
 def assemble_tree(certified, forest: Edges, n: int, d: int, dtype, min_samples: int,
                   backend: str, cores, sort_by_weight: bool, timings: dict,
-                  box_size=None) -> SpanningTree:
+                  box_size=None, exponent: int = 0) -> SpanningTree:
     """The tree of the boxes' certified edges and the phase-2 forest.
 
     Parameters
     ----------
     certified : sequence of Edges
-        Per box (global ids, squared weights in input units).
+        Per box (global ids, squared weights in the job's frame).
     forest : Edges
         Phase 2's edges.
     n, d : int
@@ -28,6 +29,9 @@ def assemble_tree(certified, forest: Edges, n: int, d: int, dtype, min_samples: 
     timings : dict
     box_size : (d,) float64 or None
         The periodic box the weights are minimum-image distances in.
+    exponent : int
+        The frame's scaling (``Partitioned.exponent``): squared weights and
+        core distances are of the points times ``2**exponent``.
 
     Returns
     -------
@@ -44,8 +48,8 @@ def assemble_tree(certified, forest: Edges, n: int, d: int, dtype, min_samples: 
     if min_samples > 1:
         core = np.empty(n, dtype)
         for gids, c in cores:
-            core[gids] = np.sqrt(c)
-    w = np.sqrt(w2.astype(dtype, copy=False))
+            core[gids] = weights_from_squares(c, exponent, dtype)
+    w = weights_from_squares(w2, exponent, dtype)
     tree = SpanningTree(u, v, w, core, n, d, min_samples, backend, 0, [], dict(timings),
                         box_size=box_size)
     return tree.sorted_by_weight() if sort_by_weight else tree

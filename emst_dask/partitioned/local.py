@@ -107,6 +107,6 @@ def emst_partitioned(points, n_boxes: int, min_samples: int = 1, backend: str = 
     report.seconds["emst"] = time.perf_counter() - t0
     tree = assemble_tree([steps.certified_edges(s) for s in res.solved], res.forest, n, d,
                          pts.dtype, k, res.backend, res.cores or [], sort_by_weight,
-                         report.seconds, period)
+                         report.seconds, period, res.exponent)
     tree.report = report
     return tree

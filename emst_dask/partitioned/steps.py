@@ -126,10 +126,18 @@ def summarize(block: Block, n_total: int, sample_size: int, seed: int,
 # --------------------------------------------------------------------------
 # shuffle
 # --------------------------------------------------------------------------
-def split_block(block: Block, partitioning: Partitioning) -> dict:
-    """{box: Piece} of a block's rows, global ids ascending within each."""
-    box = assign_boxes(partitioning, block.points)
-    grouped, gids, starts = group_by_box(block.points, box, partitioning.n_boxes, block.start)
+def split_block(block: Block, partitioning: Partitioning, frame: str, exponent: int) -> dict:
+    """{box: Piece} of a block's rows, global ids ascending within each.
+
+    The rows are taken to the job's frame first (``frame`` dtype, times
+    ``2**exponent``: exact), the frame ``partitioning`` is in."""
+    points = block.points
+    if np.dtype(frame) != points.dtype:
+        points = points.astype(frame)
+    if exponent:
+        points = np.ldexp(points, exponent).astype(points.dtype, copy=False)
+    box = assign_boxes(partitioning, points)
+    grouped, gids, starts = group_by_box(points, box, partitioning.n_boxes, block.start)
     return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
             for k in range(partitioning.n_boxes)}
 
