@@ -27,6 +27,7 @@ import uuid
 
 import numpy as np
 
+from ..engine.scaling import float32_holds
 from ..errors import InputError
 from ..io import resolve_output, resolve_source
 from ..io.checks import check_backend, check_min_samples, source_box_size
@@ -295,8 +296,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     k = check_min_samples(min_samples, n)
     # float32 points in a box float32 cannot hold are computed in float64
     # (``engine.scaling.periodic_frame``): "auto" sizes the boxes for that
-    wide = (period is not None and np.dtype(dtype) == np.float32
-            and np.any(np.asarray(period, np.float64).astype(np.float32) != period))
+    wide = period is not None and np.dtype(dtype) == np.float32 and not float32_holds(period)
     P = choose_partitions(partitions, n, d, np.float64 if wide else dtype, client, backend)
     report = PartitionReport(partitions=P, workers=len(workers))
     t0 = time.perf_counter()

@@ -110,6 +110,13 @@ def exact_frame(lo: np.ndarray, hi: np.ndarray, smallest: float, dtype,
     return np.dtype(np.float64), exact_scale(lo, hi, smallest, np.float64, what)
 
 
+def float32_holds(period) -> bool:
+    """Whether every length of ``period`` (d,) is a float32: a float32
+    cloud in a box with one that is not is computed in float64."""
+    period = np.asarray(period, np.float64)
+    return bool(np.all(period.astype(np.float32).astype(np.float64) == period))
+
+
 def periodic_frame(lo, hi, smallest, dtype, period):
     """``exact_frame`` for a periodic box of lengths ``period`` (d,) float64.
 
@@ -124,7 +131,7 @@ def periodic_frame(lo, hi, smallest, dtype, period):
     dtype = np.dtype(dtype)
     top = np.maximum(hi, period)
     half = smallest / 2 if math.isfinite(smallest) else smallest
-    if dtype == np.float32 and np.any(period.astype(np.float32).astype(np.float64) != period):
+    if dtype == np.float32 and not float32_holds(period):
         dtype = np.dtype(np.float64)
     return exact_frame(lo, top, half, dtype, "the coordinates and the box lengths")
 

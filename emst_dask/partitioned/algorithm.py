@@ -190,15 +190,14 @@ def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
     ghi = np.max([s["hi"] for s in sums if s["m"]], axis=0)
     smallest = min(s["smallest"] for s in sums)
     try:
-        frame, e = (periodic_frame(glo, ghi, smallest, np.dtype(dtype),
-                                   np.asarray(period, np.float64))
-                    if period is not None else exact_frame(glo, ghi, smallest, np.dtype(dtype)))
+        frame, e = (periodic_frame(glo, ghi, smallest, dtype, np.asarray(period, np.float64))
+                    if period is not None else exact_frame(glo, ghi, smallest, dtype))
     except InputError as exc:
         raise InputError(f"partitions=: {exc}") from None
     sample = np.ldexp(np.concatenate([s["sample"] for s in sums]), e)
     scaled_period = None if period is None else np.ldexp(np.asarray(period, np.float64), e)
     return (recursive_coordinate_bisection(sample, P, np.ldexp(glo, e), np.ldexp(ghi, e),
-                                           scaled_period), np.dtype(frame), int(e))
+                                           scaled_period), frame, e)
 
 
 def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, exponent: int,

@@ -131,11 +131,9 @@ def split_block(block: Block, partitioning: Partitioning, frame: str, exponent: 
 
     The rows are taken to the job's frame first (``frame`` dtype, times
     ``2**exponent``: exact), the frame ``partitioning`` is in."""
-    points = block.points
-    if np.dtype(frame) != points.dtype:
-        points = points.astype(frame)
+    points = block.points.astype(frame, copy=False)
     if exponent:
-        points = np.ldexp(points, exponent).astype(points.dtype, copy=False)
+        points = np.ldexp(points, exponent).astype(frame, copy=False)
     box = assign_boxes(partitioning, points)
     grouped, gids, starts = group_by_box(points, box, partitioning.n_boxes, block.start)
     return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
