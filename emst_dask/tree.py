@@ -61,12 +61,13 @@ class SpanningTree:
 
     @property
     def total_weight(self) -> float:
-        """Sum of the edge weights, accumulated in float64 on the host (GPU
-        arithmetic may flush float32 subnormal weights to zero); computed
-        once."""
+        """Sum of the edge weights, accumulated in float64 where they are (a
+        reduction on the device for a CUDA tree: no copy of the weights; its
+        order of additions differs from numpy's, so the two may differ in
+        the last bits); computed once."""
         if self._total is None:  # float64 accumulation, no float64 copy of the weights
-            self._total = (float(_to_numpy(self.weight).sum(dtype=np.float64))
-                           if len(self.weight) else 0.0)
+            w = self.weight
+            self._total = float(w.sum(dtype=np.float64)) if len(w) else 0.0
         return self._total
 
     @property

@@ -151,7 +151,8 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
     report("tree")
     t0 = time.perf_counter()
     tree = spanning_tree(points, 1, spec.backend, box_size=box, progress=report)
-    timings = {"read": float(read_seconds), "tree": time.perf_counter() - t0}
+    timings = {**{k: float(v) for k, v in read_seconds.items()},
+               "tree": time.perf_counter() - t0}
     report("fof")
     cat = catalogue_of_tree(points, tree, lengths, job.single, job.min_members, box,
                             velocities, relative=job.relative, given=job.values,

@@ -208,10 +208,12 @@ def _source(spec: JobSpec, blocks) -> PointSource:
 
 def read(spec: JobSpec, blocks, report):
     """Check what only the worker can see, then stage the points:
-    (array, seconds, periodic box (d,) float64 or None)."""
+    (array, seconds per step (dict), periodic box (d,) float64 or None)."""
     from ..kernels import resolve_backend
 
     t0 = time.perf_counter()
+    # from the submission to this task's start (scheduling, a busy worker)
+    seconds = {"queue": max(0.0, time.time() - spec.submitted)}
     src = _source(spec, blocks)
     check_min_samples(spec.min_samples, src.n)
     if spec.output is not None:  # again here: the worker's view of the files
@@ -220,19 +222,21 @@ def read(spec: JobSpec, blocks, report):
     report("start", n=src.n, d=src.d, backend=backend, worker=report.address or "",
            input=spec.input)
     box = source_box_size(spec.box_size, src)
-    staged = stage(src, backend, threads=spec.threads, report=report)
+    staged = stage(src, backend, threads=spec.threads, report=report, timings=seconds)
     check_in_box(staged, box, where=src.where)
-    return staged, time.perf_counter() - t0, box
+    seconds["read"] = time.perf_counter() - t0
+    return staged, seconds, box
 
 
-def tree(spec: JobSpec, staged, read_seconds, report, box=None) -> SpanningTree:
-    """The spanning tree of the staged points (the in-memory core)."""
+def tree(spec: JobSpec, staged, read_seconds: dict, report, box=None) -> SpanningTree:
+    """The spanning tree of the staged points (the in-memory core);
+    ``read_seconds``: what ``read`` timed, kept in the tree's timings."""
     report("tree")
     t0 = time.perf_counter()
     t = spanning_tree(staged, spec.min_samples, spec.backend, box_size=box,
                       sort_by_weight=spec.sort_by_weight, progress=report)
     t.timings = dict(t.timings or {})
-    t.timings["read"] = float(read_seconds)
+    t.timings.update({k: float(v) for k, v in read_seconds.items()})
     t.timings["emst"] = time.perf_counter() - t0
     return t
 
@@ -240,7 +244,7 @@ def tree(spec: JobSpec, staged, read_seconds, report, box=None) -> SpanningTree:
 def write(spec: JobSpec, t: SpanningTree, report):
     """The edge store of ``t``."""
     t0 = time.perf_counter()
-    t.total_weight  # noqa: B018 - once, timed (a device-to-host copy on GPU workers)
+    t.total_weight  # noqa: B018 - once, timed (a reduction on the device on GPU workers)
     t.timings["total_weight"] = time.perf_counter() - t0
     return write_edges(spec.output, t, input=spec.input, threads=spec.threads, report=report,
                        extra_attrs={"job": spec.name, "sorted_by_weight": spec.sort_by_weight})

@@ -1,13 +1,16 @@
 """Edge stores: a spanning tree on disk, whole or not at all.
 
 An edge store is a Zarr group (zarr_format 3 by default, 2 on request) with
-arrays ``source``, ``target`` (int64, input rows), ``weight`` (the input's
-float type) and, under mutual reachability, ``core_distances`` (n,), each
-chunk compressed and checksummed (``emst_dask.io.codecs``), plus
-attributes: ``format``, ``n``, ``d``, ``n_edges``, ``min_samples``,
+arrays ``source``, ``target`` (input rows: int32 below 2**31 points, int64
+beyond), ``weight`` (the input's float type) and, under mutual
+reachability, ``core_distances`` (n,), each chunk compressed (lz4 after a
+byte shuffle) and checksummed (``emst_dask.io.codecs``), plus attributes:
+``format``, ``format_version``, ``n``, ``d``, ``n_edges``, ``min_samples``,
 ``total_weight``, ``input`` (where the points came from), ``version`` (of
 emst_dask), the dtype, backend, Borůvka iterations and the seconds per
-phase, and last ``complete``.
+phase, and last ``complete``.  Stores of format version 1 (no
+``format_version``: int64 row ids, zstd) read the same: ``load()`` gives
+int64 row ids either way.
 
 A failed job never leaves a store that looks whole: a local store is
 written to a temporary sibling and moved into place when complete
@@ -28,15 +31,22 @@ import numpy as np
 from ..errors import InputError, OutputError
 from ..tree import SpanningTree
 from . import npy
-from .codecs import create_array
+from .codecs import EDGE_CODEC, create_array
 from .output import EDGE_FORMAT, Output, resolve_output
 from .paths import is_pathlike, local_path
 from .staging import default_threads
+from .zarr_threads import write_rows
 from .store_checks import check_layout, check_tree
 from ..arrays import to_host as host
+from .host_staging import HostStaging
 
-#: rows per chunk of the edge arrays (8 MiB of int64)
+#: rows per chunk of the edge arrays (4 MiB of int32)
 EDGE_CHUNK_ROWS = 1 << 20
+#: the layout this version writes: 2 = row ids int32 up to ``INT32_POINTS``
+#: points (int64 beyond), lz4; 1 (stores without the attribute) = int64, zstd
+EDGE_FORMAT_VERSION = 2
+#: the most points whose row ids (0 .. n-1) a store keeps as int32
+INT32_POINTS = 2 ** 31
 #: .npy edge arrays up to this many rows are checked whole by ``open_edges``
 #: (larger ones on evenly spaced samples of rows)
 NPY_CHECK_ROWS = 10_000_000
@@ -59,6 +69,12 @@ def host_tree(tree: SpanningTree) -> SpanningTree:
                         box_size=tree.box_size)
 
 
+def index_dtype(n: int) -> np.dtype:
+    """The dtype of a store's row ids for ``n`` points: int32 while every id
+    fits (``n <= INT32_POINTS``), else int64."""
+    return np.dtype(np.int32 if int(n) <= INT32_POINTS else np.int64)
+
+
 def tree_attrs(tree: SpanningTree, input: str = "", extra: dict | None = None) -> dict:
     """The attributes an edge store records for ``tree``."""
     return edge_attrs(n=tree.n_points, d=tree.n_dims, n_edges=tree.n_edges,
@@ -74,6 +90,7 @@ def edge_attrs(*, n, d, n_edges, min_samples, total_weight, dtype, backend, iter
     """The attributes of an edge store (``complete`` is added when it is)."""
     attrs = {
         "format": EDGE_FORMAT,
+        "format_version": EDGE_FORMAT_VERSION,
         "n": int(n),
         "d": int(d),
         "n_edges": int(n_edges),
@@ -160,29 +177,33 @@ def write_edges(output, tree: SpanningTree, *, input: str = "",
     with output.written_aside() as tmp:
         group = open_new_group(output, tmp)
         _fill(group, tree, attrs, output, threads, report)
+        t1 = time.perf_counter()
         # the whole write, not only the arrays: checks, attributes, placing
-        attrs["timings"]["write_all"] = time.perf_counter() - t0
+        attrs["timings"]["write_all"] = t1 - t0
         attrs = finish_attrs(group, attrs)
     output.cleanup()
+    attrs["timings"]["commit"] = time.perf_counter() - t1  # attributes, move into place
     return EdgeStore(output.local, attrs)
 
 
 def _fill(group, tree, attrs, output, threads, report):
-    t0 = time.perf_counter()
     m = int(tree.n_edges)
     rows = int(output.chunk_rows or EDGE_CHUNK_ROWS)
-    arrays = [("source", tree.source), ("target", tree.target), ("weight", tree.weight)]
+    ids = index_dtype(tree.n_points)
+    arrays = [("source", tree.source, ids), ("target", tree.target, ids),
+              ("weight", tree.weight, tree.weight.dtype)]
     if tree.core_distances is not None:
-        arrays.append(("core_distances", tree.core_distances))
+        arrays.append(("core_distances", tree.core_distances, tree.core_distances.dtype))
     pieces = []
-    for name, data in arrays:
+    for name, data, dt in arrays:
         length = int(data.shape[0])
         chunk = max(1, min(rows, length)) if length else 1
-        z = create_array(group, name, (length,), (chunk,), str(data.dtype), output.zarr_format)
+        z = create_array(group, name, (length,), (chunk,), dt, output.zarr_format, EDGE_CODEC)
         pieces += write_pieces(z, data, 0, length, 0, chunk)
     total = sum(b - a for _, _, a, b, _ in pieces)
     per_edge = total / m if m else 1.0   # rows of every array, reported as edges
-    run_pieces(pieces, threads, report, m, per_edge)
+    t0 = time.perf_counter()
+    attrs["timings"].update(run_pieces(pieces, threads, report, m, per_edge))
     attrs["write_seconds"] = time.perf_counter() - t0
 
 
@@ -193,32 +214,51 @@ def write_pieces(z, data, a, b, at, chunk) -> list:
     return [(z, data, i, min(i + step, b), at) for i in range(a, b, step)]
 
 
-def run_pieces(pieces, threads=None, report=None, m=0, per_edge=1.0):
-    """Write ``pieces`` (``write_pieces``) with a thread pool."""
+def run_pieces(pieces, threads=None, report=None, m=0, per_edge=1.0) -> dict:
+    """Write ``pieces`` (``write_pieces``) with a thread pool, each thread
+    copying its piece off the device (through a pinned buffer of its own),
+    casting it to the array's dtype, encoding and writing it.
+
+    Returns
+    -------
+    dict
+        Seconds summed over the threads: ``copy_back`` (device to host and
+        casts), ``encode_write`` (codecs and files).
+    """
     if report:
         report("write", rows=0, total=m)
+    spent = {"copy_back": 0.0, "encode_write": 0.0}
     if not pieces:
-        return
+        return spent
+    threads = min(threads or default_threads(), len(pieces))
+    staging = HostStaging(max(b - a for _, _, a, b, _ in pieces)
+                          * max(z.dtype.itemsize for z, *_ in pieces), threads)
 
     def work(piece):
         z, data, a, b, at = piece
-        z[at + a:at + b] = host(data[a:b])  # device-to-host per piece, overlapped
-        return b - a
+        t0 = time.perf_counter()
+        with staging.buffer() as claim:
+            host_rows = staging.to_host(data, a, b, z.dtype, claim)
+            t1 = time.perf_counter()
+            write_rows(z, at + a, host_rows)
+        return b - a, t1 - t0, time.perf_counter() - t1
 
     done = 0
-    threads = threads or default_threads()
-    with ThreadPoolExecutor(max_workers=min(threads, len(pieces)),
-                            thread_name_prefix="emst-write") as pool:
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="emst-write") as pool:
         futs = [pool.submit(work, p) for p in pieces]
         try:
             for f in as_completed(futs):
-                done += f.result()
+                rows, copy, write = f.result()
+                done += rows
+                spent["copy_back"] += copy
+                spent["encode_write"] += write
                 if report:
                     report("write", rows=min(m, int(done / per_edge)), total=m)
         except BaseException:
             for f in futs:
                 f.cancel()
             raise
+    return spent
 
 
 def check_edge_output(output, min_samples, box_size=None) -> None:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .codecs import create_array
-from .edge_store import (EDGE_CHUNK_ROWS, EdgeStore, finish_attrs, open_new_group,
-                         run_pieces, store_path, write_pieces)
+from ..arrays import to_host
+from .codecs import EDGE_CODEC, create_array
+from .edge_store import (EDGE_CHUNK_ROWS, EdgeStore, finish_attrs, index_dtype,
+                         open_new_group, run_pieces, store_path, write_pieces)
 from .output import EDGE_FORMAT, Output, remove
 
 
@@ -55,8 +56,9 @@ def create_shared_store(output: Output, n_edges: int, dtype) -> SharedStore:
         return store
     try:
         group = open_new_group(output, store.where)
-        for name, dt in (("source", np.int64), ("target", np.int64), ("weight", dtype)):
-            create_array(group, name, (m,), (chunk,), dt, output.zarr_format)
+        ids = index_dtype(m + 1)
+        for name, dt in (("source", ids), ("target", ids), ("weight", dtype)):
+            create_array(group, name, (m,), (chunk,), dt, output.zarr_format, EDGE_CODEC)
     except BaseException:
         if output.local is not None:
             remove(store.where)
@@ -146,11 +148,12 @@ def finish_shared_store(store: SharedStore, rests, attrs: dict,
     group = _group(store)
     for at, u, v, w in rests:
         for name, data in (("source", u), ("target", v), ("weight", w)):
-            _writable(group, name)[at:at + len(data)] = data
+            z = _writable(group, name)
+            z[at:at + len(data)] = np.asarray(to_host(data), dtype=z.dtype)
     if core_distances is not None:
         n = int(core_distances.shape[0])
         z = create_array(group, "core_distances", (n,), (max(1, min(store.chunk, n)),),
-                         core_distances.dtype, store.output.zarr_format)
+                         core_distances.dtype, store.output.zarr_format, EDGE_CODEC)
         run_pieces(write_pieces(z, core_distances, 0, n, 0, z.chunks[0]))
     attrs = finish_attrs(group, dict(attrs))
     out = store.output

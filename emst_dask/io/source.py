@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..arrays import is_device_array
 from ..errors import InputError
 from .checks import (check_exact_integers, check_finite, check_shape_dtype, check_unmasked,
                      needs_integer_check)
@@ -265,6 +266,18 @@ class BlockPoints(PointSource):
         """The block holding row ``start``, as stored, its shape checked (whole blocks)."""
         k = self.chunk_of(start)
         return _checked_block(self, k, self._data[k])
+
+    def device_block(self, k: int):
+        """Block ``k`` where it is, when it is a float array on a GPU (its
+        shape and dtype checked), else None: such blocks are staged by a
+        copy on the device."""
+        blk = self._data[k]
+        if not is_device_array(blk) or np.dtype(blk.dtype).kind != "f":
+            return None
+        a, b = self.chunks[k]
+        if tuple(blk.shape) != (b - a, self.d) or np.dtype(blk.dtype) != self.dtype:
+            return None  # the host path names what is wrong
+        return blk
 
 
 class DaskPoints(PointSource):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
@@ -26,7 +27,7 @@ def default_threads() -> int:
 
 
 def stage(src: PointSource, backend: str = "cpu", *, threads: int | None = None,
-          report=None, device=None):
+          report=None, device=None, timings: dict | None = None):
     """Read ``src`` into one C-contiguous (n, d) array of its compute dtype.
 
     ``backend="cpu"``: a numpy array; the reader threads convert and check
@@ -36,27 +37,37 @@ def stage(src: PointSource, backend: str = "cpu", *, threads: int | None = None,
     ``InputError`` naming the lowest bad chunk, its first bad row and the
     store, before any kernel runs.  ``report(phase, **info)`` gets
     ``("read", rows=, total=, blocks=, block=)`` as blocks arrive.
+    ``timings``, when given, gets seconds: ``decode`` (the reader threads'
+    fetching and decoding, summed over them), ``copy_in`` (waiting for the
+    last host-to-device copies, CUDA) and ``check`` (the NaN/inf scan on the
+    device, CUDA).
     """
     threads = threads or default_threads()
+    timings = {} if timings is None else timings
     if backend == "cuda" or device is not None:
-        return _stage_device(src, threads, report, device or CupyDevice())
-    return _stage_host(src, threads, report)
+        return _stage_device(src, threads, report, device or CupyDevice(), timings)
+    return _stage_host(src, threads, report, timings)
 
 
-def _stage_host(src, threads, report):
+def _stage_host(src, threads, report, timings):
     n, d = src.shape
     out = np.empty((n, d), src.compute_dtype)
     blocks = [(a, b) for a, b in src.blocks if b > a]
     bad = {}
 
+    spent = []
+
     def work(j):
+        t0 = time.perf_counter()
         a, b = blocks[j]
         first = src.read_checked(a, b, out[a:b])
         if first is not None:
             bad[j] = first
+        spent.append(time.perf_counter() - t0)
         return j
 
     _run_blocks(work, blocks, threads, report, n)
+    timings["decode"] = float(sum(spent))
     if bad:
         j = min(bad)
         a, b = blocks[j]
@@ -147,7 +158,7 @@ class CupyDevice:
         return self.cp.asnumpy(dev_rows)
 
 
-def _stage_device(src, threads, report, dev_layer):
+def _stage_device(src, threads, report, dev_layer, timings):
     """Pinned ring: readers fill free buffers (reading block k+1 while block
     k is copied), the main thread issues the asynchronous copies, a recycler
     thread hands buffers back once their copy has completed."""
@@ -159,6 +170,11 @@ def _stage_device(src, threads, report, dev_layer):
         if report:
             report("read", rows=0, total=n, blocks=0, block=-1)
         return dev
+    t0 = time.perf_counter()
+    if _copy_device_blocks(src, blocks, dev, report, n):
+        timings["copy_in"] = time.perf_counter() - t0
+        timings["decode"] = 0.0
+        return _checked_on_device(src, dev, dev_layer, timings)
     rows = max(b - a for a, b in blocks)
     nbuf = min(len(blocks), threads + 2)
     free: queue.Queue = queue.Queue()
@@ -183,11 +199,17 @@ def _stage_device(src, threads, report, dev_layer):
     rec.start()
     results: queue.Queue = queue.Queue()
 
+    spent = []
+
     def work(j):
         a, b = blocks[j]
+        t0 = time.perf_counter()
         x = src.read_exact(a, b)  # decode outside the pinned buffer
+        t1 = time.perf_counter()
         buf = free.get()         # wait for a buffer whose copy has finished
+        t2 = time.perf_counter()
         np.copyto(buf[: b - a], x, casting="unsafe")
+        spent.append(time.perf_counter() - t2 + t1 - t0)
         results.put((j, buf))
         return j
 
@@ -216,13 +238,40 @@ def _stage_device(src, threads, report, dev_layer):
                 for _ in range(len(futs)):
                     free.put(np.empty((rows, d), dt))
                 raise
+        t0 = time.perf_counter()
         dev_layer.finish()
+        timings["copy_in"] = time.perf_counter() - t0
     finally:
         inflight.put(None)
         rec.join()
+    timings["decode"] = float(sum(spent))
     if recycle_error:  # pragma: no cover
         raise recycle_error[0]
+    return _checked_on_device(src, dev, dev_layer, timings)
+
+
+def _copy_device_blocks(src, blocks, dev, report, n) -> bool:
+    """Blocks already on the device (a dask array of CuPy blocks persisted on
+    this worker) copied into ``dev`` there, cast on the device; False (and
+    nothing copied) unless every block is such a block."""
+    device_block = getattr(src, "device_block", None)
+    if device_block is None:
+        return False
+    found = [device_block(j) for j in range(len(blocks))]
+    if any(b is None for b in found):
+        return False
+    progress = _ReadProgress(report, n, blocks)
+    for j, ((a, b), blk) in enumerate(zip(blocks, found)):
+        dev[a:b] = blk
+        progress.arrived(j)
+    return True
+
+
+def _checked_on_device(src, dev, dev_layer, timings):
+    """``dev``, after one pass for NaN/inf (an InputError naming the chunk)."""
+    t0 = time.perf_counter()
     first = dev_layer.first_bad_row(dev)
+    timings["check"] = time.perf_counter() - t0
     if first >= 0:
         k = src.chunk_of(first)
         a, b = src.chunks[k]

@@ -29,6 +29,7 @@ from ..errors import InputError
 from .checks import check_shape_dtype
 from .paths import local_path
 from .source import PointSource, regular_chunks
+from .zarr_threads import read_rows
 
 
 def is_zarr_node(obj) -> bool:
@@ -285,11 +286,11 @@ class ZarrPoints(PointSource):
         arrays = self._open()
         try:
             if self.columns is None:
-                out = np.asarray(arrays[0][start:stop])
+                out = read_rows(arrays[0], start, stop)
             else:
                 out = np.empty((stop - start, self.d), self.dtype)
                 for j, a in enumerate(arrays):
-                    out[:, j] = a[start:stop]
+                    out[:, j] = read_rows(a, start, stop)
         except InputError:
             raise
         except Exception as exc:
