@@ -8,12 +8,12 @@ partitioned algorithm), ``distributed`` (the Dask service), ``api`` and
 ``cli``, and ``products`` (what is computed from a tree).
 """
 from .api import emst
-from .errors import InputError, JobCancelled, OutputError, WorkerLost
+from .errors import InputError, InputLost, JobCancelled, OutputError, WorkerLost
 from .tree import SpanningTree
 
 __version__ = "0.2.0"
-__all__ = ["emst", "SpanningTree", "InputError", "OutputError", "WorkerLost", "JobCancelled",
-           "__version__",
+__all__ = ["emst", "SpanningTree", "InputError", "OutputError", "WorkerLost", "InputLost",
+           "JobCancelled", "__version__",
            "emst_many", "submit", "get_job", "list_jobs", "EmbeddedCluster",
            "open_edges", "read_edges", "EdgeStore", "HDBSCAN", "mst_statistics",
            "MSTStatistics", "mst_statistics_many", "fof", "FoFCatalogue", "open_fof"]

@@ -3,7 +3,8 @@
 Everything the package refuses because of what it was given is an
 ``InputError`` (a ``ValueError``): the points, the source, a parameter.
 ``OutputError`` is the part of it about where results go.  ``WorkerLost``
-is a job whose workers died.  The command line turns each into one
+is a job whose workers died; ``InputLost`` the part of it where the job's
+in-memory points died with them and cannot be recomputed.  The command line turns each into one
 ``Error:`` line (``emst_dask.cli.errors``).
 """
 from __future__ import annotations
@@ -19,6 +20,12 @@ class OutputError(InputError):
 
 class WorkerLost(RuntimeError):
     """A job whose worker died and that no remaining worker could take over."""
+
+
+class InputLost(WorkerLost):
+    """A job whose in-memory points died with the worker that held them:
+    they were sent by a client, not read from a file, and no copy is left
+    on the cluster to run the job again."""
 
 
 class JobCancelled(RuntimeError):

@@ -221,20 +221,19 @@ def test_api_and_errors(client):
 
 
 def test_auto_partitions_follow_worker_memory(client):
-    """The footprint per point decides P: with 100 MB workers, 3M float32
+    """The footprint per point decides P: with GPUs of 100 MB, 3M float32
     points in 3-D (89 B/pt on one device) do not fit one, and boxes (117
-    B/pt) need five."""
+    B/pt) need five (CPU workers: ``test_auto_memory``)."""
     assert footprint_bytes_per_point(3, np.float32) == 3 * 4 + 77
     assert footprint_bytes_per_point(3, np.float64) == 3 * 8 + 154
     assert box_footprint_bytes_per_point(3, np.float32) == 3 * 4 + 105
 
     class Fake:
-        def run(self, fn):
-            return {}
+        def run(self, fn):  # the workers' device memory
+            return {"a": 100_000_000, "b": 200_000_000}
 
         def scheduler_info(self, n_workers=-1):
-            return {"workers": {"a": {"memory_limit": 100_000_000},
-                                "b": {"memory_limit": 200_000_000}}}
+            return {"workers": {"a": {"memory_limit": 10**10}, "b": {"memory_limit": 10**10}}}
 
     assert choose_partitions("auto", 3_000_000, 3, np.float32, Fake(), "cpu") == 5
     assert choose_partitions("auto", 100_000, 3, np.float32, Fake(), "cpu") == 1

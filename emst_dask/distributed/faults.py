@@ -10,7 +10,7 @@ Two kinds of failure come back from workers:
 * the cluster's: a job whose worker died (``lost_error`` turns
   distributed's errors into ``WorkerLost``), or whose in-memory input died
   with its worker (``input_lost``: the client, which holds it, sends it
-  again).
+  again; else ``input_lost_error``'s ``InputLost``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import contextlib
 import functools
 import logging
 
-from ..errors import InputError, WorkerLost
+from ..errors import InputError, InputLost, WorkerLost
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +98,20 @@ def lost_error(name, out, exc, client=None):
         return workers_died(name, exc.allowed_failures + 1, exc.allowed_failures,
                             exc.last_worker.address, out)
     if isinstance(exc, CancelledError) and getattr(exc, "reason", "") not in NOT_LOST:
-        return WorkerLost(f"job {name!r}: its worker died with the job's in-memory input and "
-                          f"no worker was left to run it again ({exc}){wrote}")
+        # the scheduler forgets the tasks of scattered data that died
+        return input_lost_error(name, out)
     return None
+
+
+def input_lost_error(name, out=None) -> InputLost:
+    """The ``InputLost`` of job ``name`` (output ``out``, if any), whose
+    in-memory points died with the worker that held them."""
+    wrote = "" if out is None else f"; {out} was not written"
+    return InputLost(f"job {name!r}: the worker that held its points died; they were in memory "
+                     "(sent by the submitting client, not read from a file), lived only in "
+                     f"that worker's memory and cannot be recomputed{wrote}; submit the job "
+                     "again with the points, or from a file, which a job reads again when a "
+                     "worker dies")
 
 
 @contextlib.contextmanager

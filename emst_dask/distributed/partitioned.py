@@ -181,9 +181,12 @@ def read_blocks(client, src, workers: list, P: int, token: str) -> list:
             for i, (a, b) in enumerate(blocks)]
 
 
-def worker_memory(client, backend) -> int | None:
-    """Smallest memory per worker that a box may fill: GPU memory on CUDA
-    workers, else the worker's memory limit (None when unknown)."""
+def worker_memory(client, backend) -> dict:
+    """What "auto" sizes from: ``memory``, the smallest memory per worker
+    that a job may fill (GPU memory on CUDA workers, ``device`` True; else
+    the worker's memory limit; None when unknown), ``baseline``, the most
+    memory a worker process holds already, ``workers`` and ``threads``
+    (the most per worker)."""
     def device_total():
         from ..kernels import cuda_available, resolve_backend
 
@@ -198,17 +201,25 @@ def worker_memory(client, backend) -> int | None:
     except Exception:
         dev = {}
     info = client.scheduler_info(n_workers=-1)["workers"]
-    mems = [int(dev.get(w) or wi.get("memory_limit") or 0) for w, wi in info.items()]
+    device = any(dev.get(w) for w in info)
+    mems = [int((dev.get(w) if device else wi.get("memory_limit")) or 0)
+            for w, wi in info.items()]
     mems = [m for m in mems if m]
-    return min(mems) if mems else None
+    base = [int((wi.get("metrics") or {}).get("memory") or 0) for wi in info.values()]
+    return dict(memory=min(mems) if mems else None, device=device,
+                baseline=0 if device else max(base, default=0), workers=len(info),
+                threads=max((int(wi.get("nthreads") or 1) for wi in info.values()),
+                            default=1))
 
 
-def choose_partitions(partitions, n: int, d: int, dtype, client, backend) -> int:
+def choose_partitions(partitions, n: int, d: int, dtype, client, backend,
+                      min_samples=1) -> int:
     """P from ``partitions`` ("auto" or an int), bounded by n and the workers."""
     partitions = check_partitions(partitions)
     workers = len(client.scheduler_info(n_workers=-1)["workers"])
     if partitions == "auto":
-        return auto_partitions(n, d, dtype, worker_memory(client, backend))
+        return auto_partitions(n, d, dtype, min_samples=min_samples,
+                               **worker_memory(client, backend))
     return bound_partitions(partitions, n, workers)
 
 
@@ -297,7 +308,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     # float32 points in a box float32 cannot hold are computed in float64
     # (``engine.scaling.periodic_frame``): "auto" sizes the boxes for that
     wide = period is not None and np.dtype(dtype) == np.float32 and not float32_holds(period)
-    P = choose_partitions(partitions, n, d, np.float64 if wide else dtype, client, backend)
+    P = choose_partitions(partitions, n, d, np.float64 if wide else dtype, client, backend, k)
     report = PartitionReport(partitions=P, workers=len(workers))
     t0 = time.perf_counter()
     if n < 2:
@@ -376,7 +387,7 @@ def emst(source, *, client=None, partitions="auto", out=None, min_samples=1,
     with client_for(client, backend=backend, n_workers=n_workers) as cl:
         check_outputs_reachable(cl, output)
         if partitions == "auto" and choose_partitions("auto", src.n, src.d, src.compute_dtype,
-                                                      cl, backend) == 1:
+                                                      cl, backend, min_samples) == 1:
             return service.emst(source, client=cl, out=out, min_samples=min_samples,
                                 backend=backend, sort_by_weight=sort_by_weight,
                                 progress=progress, columns=columns, array=array,

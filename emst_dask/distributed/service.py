@@ -35,10 +35,11 @@ from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay
-from .client import (check_outputs_reachable, client_for, connect,
-                     workers_may_see_other_files)
-from .dispatch import run_watched
-from .faults import Refused, in_user_terms, input_lost, leave_temporaries, unwrap
+from .client import (check_outputs_reachable, client_for, connect, no_workers_timeout,
+                     workers_may_see_other_files, workers_of)
+from .dispatch import WATCH_S, run_watched
+from .faults import (Refused, in_user_terms, input_lost, input_lost_error, leave_temporaries,
+                     lost_error, scheduler_lost, unwrap)
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
                   write_task)
 
@@ -326,13 +327,17 @@ class Job:
 
     def status(self) -> str:
         """The job's state: "queued", "running", "error" (a refused input),
-        "cancelled" (``cancel``) or the future's status ("finished", "lost",
-        ...).  A future this client has just fetched (``get_job``) is pending
-        until the scheduler tells it more: the scheduler is asked instead.
+        "cancelled" (``cancel``), "lost" (its tasks died with its workers,
+        its in-memory points or its scheduler) or the future's status
+        ("finished", ...).  A future this client has just fetched
+        (``get_job``) is pending until the scheduler tells it more: the
+        scheduler is asked instead.
         """
         if self.info.get("cancelled"):
             return "cancelled"
         st = self.future.status
+        if st == "cancelled":  # by the scheduler, which forgot its lost input, unless by a user
+            return "cancelled" if self._cancelled_elsewhere() else "lost"
         if st == "pending":
             st = _SCHEDULER_STATES.get(self._scheduler_state(), "pending")
         if st in ("pending", "queued"):
@@ -357,21 +362,76 @@ class Job:
 
     def result(self, timeout=None):
         """The job's result; its error in the user's terms (``JobCancelled``
-        after ``cancel``)."""
+        after ``cancel``, ``InputLost`` when its in-memory points died with
+        their worker, ``WorkerLost`` when no worker is left within
+        ``distributed.scheduler.no-workers-timeout``); ``TimeoutError``
+        after ``timeout`` seconds."""
         if self.info.get("cancelled"):
             raise JobCancelled(self._cancelled())
         try:
             with in_user_terms(self.name, self.info.get("out"), self.client):
-                return unwrap(self.future.result(timeout=timeout))
+                return unwrap(self._wait(timeout))
         except WorkerLost:
             if self._cancelled_elsewhere():  # its future was cancelled, no worker lost
                 raise JobCancelled(self._cancelled()) from None
             raise
         finally:
-            if self.future.done() and self.info.get("output") is not None:
+            if (self.future.done() or self.info.get("lost")) \
+                    and self.info.get("output") is not None:
                 spec = JobSpec(self.name, self.info["token"], None, "",
                                output=self.info["output"])
                 cleanup(self.client, spec)  # left alone without the scheduler
+
+    def _wait(self, timeout=None):
+        """The future's result, asking the scheduler every ``WATCH_S`` about
+        what the future cannot tell: a job whose tasks the scheduler forgot
+        (its in-memory points died with their worker, its submitter gone)
+        has a future that never finishes, and a job without workers waits
+        for one for good when the scheduler sets no no-workers timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        forgotten = 0
+        no_workers_since = None
+        patience = None
+        while True:
+            step = WATCH_S if deadline is None else \
+                max(0.0, min(WATCH_S, deadline - time.monotonic()))
+            try:
+                return self.future.result(timeout=step)
+            except TimeoutError:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.name!r} did not finish within {timeout:g} s")
+            # twice in a row: a key the scheduler forgot does not come back
+            forgotten = forgotten + 1 if self._scheduler_state() in (None, "forgotten") else 0
+            if forgotten >= 2:
+                self.info["lost"] = True  # no task of it runs any more: its temporaries go
+                raise self._lost()
+            if scheduler_lost(None, self.client):
+                raise lost_error(self.name, self.info.get("out"), None, self.client)
+            if workers_of(self.client):
+                no_workers_since = None
+                continue
+            now = time.monotonic()
+            if no_workers_since is None:
+                no_workers_since = now
+                patience = patience or no_workers_timeout(self.client)
+            elif now - no_workers_since > patience:
+                out = self.info.get("out")
+                wrote = "" if out is None else f"; {out} is not written yet"
+                raise WorkerLost(f"job {self.name!r}: no worker was in the cluster for "
+                                 f"{patience:g} s (distributed.scheduler.no-workers-timeout)"
+                                 f"{wrote}; the job stays on the scheduler and runs when a "
+                                 "worker joins: ask for its result again then")
+
+    def _lost(self) -> WorkerLost:
+        """The error of a job whose tasks the scheduler no longer knows."""
+        out = self.info.get("out")
+        if self.info.get("in_memory"):
+            return input_lost_error(self.name, out)
+        wrote = "" if out is None else f"; {out} was not written"
+        return WorkerLost(f"job {self.name!r}: the scheduler no longer knows its tasks (their "
+                          f"workers died with data that cannot be recomputed){wrote}; submit "
+                          "it again")
 
     def cancel(self):
         """Stop the job: its future is cancelled on the scheduler, published
@@ -457,7 +517,9 @@ def submit(source, *, out=None, client=None, name=None, min_samples=1, box_size=
     spec = prep.spec
     info = {"topic": spec.topic, "out": None if spec.output is None else str(spec.output),
             "output": spec.output, "input": spec.input, "submitted": spec.submitted,
-            "token": spec.token, "min_samples": spec.min_samples}
+            "token": spec.token, "min_samples": spec.min_samples,
+            # scattered points: one copy, on one worker, that nobody sends again
+            "in_memory": prep.scattered}
     # claim the name first: of two jobs submitted with one name at once,
     # one publishes and the other is told, before anything runs
     try:
