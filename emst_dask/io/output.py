@@ -174,8 +174,11 @@ class Output:
     def _check_leftovers(self):
         """What jobs that died left beside the output: a former output set
         aside while it was being replaced, the output itself absent, is the
-        user's and must come back first (an OutputError saying how); other
-        temporaries are only said in the log (a job writing them may live)."""
+        user's and must come back first (an OutputError saying how); stale
+        temporaries that are provably the package's (``io.leftovers``:
+        marked, untouched for ``emst.temporaries.stale-after``, 24 h by
+        default) are removed; others are only said in the log (a job
+        writing them may live)."""
         loc = self.local
         parent, base = os.path.dirname(loc), os.path.basename(loc)
         prefix = f".{base}{TMP_TAG}"
@@ -191,10 +194,20 @@ class Output:
                               f"the former {base} at {held}: move it back "
                               f"(mv '{held}' '{loc}') or remove it, then run again")
         if names:
+            from .leftovers import clean, stale_after
+
+            removed, _kept = clean(parent, stale_after(), output_base=base,
+                                   skip_token=self.token)
+            for t in removed:
+                log.warning("%s: removed %s, a temporary a dead job left %.3g h ago", loc,
+                            t.path, t.age / 3600)
+            gone = {os.path.basename(t.path) for t in removed}
+            names = [n for n in names if n not in gone]
+        if names:
             log.warning("%s: %d temporar%s of earlier jobs beside it (%s); a job killed while "
-                        "writing leaves one: remove %s once no job writes %s", loc,
-                        len(names), "y" if len(names) == 1 else "ies", ", ".join(names[:3])
-                        + (", ..." if len(names) > 3 else ""),
+                        "writing leaves one: `emst-dask clean %s` removes %s once no job "
+                        "writes %s", loc, len(names), "y" if len(names) == 1 else "ies",
+                        ", ".join(names[:3]) + (", ..." if len(names) > 3 else ""), parent,
                         "it" if len(names) == 1 else "them", base)
 
     def why_not_replaceable(self, loc: str) -> str | None:
