@@ -337,3 +337,17 @@ def test_output_inside_an_input_edge_store_cli(runner, tmp_path, pts, command):
                       os.path.join(edges, "s.npz")]}[command]
     error_line(runner.invoke(main, args), "inside the input")
     assert contents(edges) == before
+
+
+def test_output_inside_the_input_submit(snap):
+    """A detached job (the service path) is refused before it is submitted."""
+    from distributed import Client
+
+    out = os.path.join(snap[0], "edges.zarr")
+    with Client(processes=False, n_workers=1, threads_per_worker=1,
+                dashboard_address=None) as c:
+        with pytest.raises(emst_dask.OutputError) as err:
+            emst_dask.submit(snap[0], out=out, client=c)
+        assert "inside the input" in str(err.value), str(err.value)
+        assert not c.list_datasets()
+    assert contents(snap[0]) == snap[1]

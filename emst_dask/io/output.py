@@ -111,6 +111,9 @@ class Output:
         int64 .npy), which may replace only labels; a linkage matrix
         (an (m, 4) float64 .npy), which may replace only one; or a picture
         (``io.picture``), which may replace only a picture drawn here.
+    sources : tuple of str
+        The inputs' local paths: every ``check`` keeps the output apart
+        from them (``check_apart``), on the client and where it is written.
     """
 
     target: object
@@ -576,4 +579,7 @@ def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,
     o = Output(target, kind=kind, overwrite=bool(overwrite), zarr_format=int(zarr_format),
                chunk_rows=chunk_rows, storage_options=storage_options,
                token=token or new_token(), contents=contents)
+    if not check and source_location is not None:  # kept for the check where it is written
+        o.sources = (source_location,) if isinstance(source_location, str) \
+            else tuple(s for s in source_location if s is not None)
     return o.check(source_location) if check else o
