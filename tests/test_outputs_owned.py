@@ -351,3 +351,18 @@ def test_output_inside_the_input_submit(snap):
         assert "inside the input" in str(err.value), str(err.value)
         assert not c.list_datasets()
     assert contents(snap[0]) == snap[1]
+
+
+def test_overwrite_of_a_url_refuses_a_store_holding_a_user_array(pts, other_pts):
+    """A store at a URL: its arrays, groups and group attributes are judged."""
+    out = "memory://owned-edges-with-extra.zarr"
+    emst_dask.emst(other_pts, out=out, client=False)
+    g = zarr.open_group(out, mode="r+")
+    g.create_array("my_velocities", shape=(3,), dtype="f8")[...] = np.arange(3.0)
+    g.attrs["my_note"] = "kept"
+    with pytest.raises(emst_dask.OutputError) as err:
+        emst_dask.emst(pts, out=out, overwrite=True, client=False)
+    assert "my_velocities" in str(err.value) and "my_note" in str(err.value), str(err.value)
+    g = zarr.open_group(out, mode="r")
+    assert "my_velocities" in g and g.attrs["my_note"] == "kept"
+    assert g["weight"].shape == (len(other_pts) - 1,)

@@ -304,7 +304,11 @@ class Output:
         # other objects: a remote store is judged by its nodes)
         attrs = dict(node.attrs)
         owns, own_keys = self._owned(attrs)
-        found = [n for n, _ in node.members(max_depth=None) if not owns(n)]
+        try:
+            found = [n for n, _ in node.members(max_depth=None) if not owns(n)]
+        except Exception as exc:  # noqa: BLE001 - what it holds is unknown: not provably ours
+            raise OutputError(f"{self}: cannot list what it holds ({type(exc).__name__}: "
+                              f"{exc}); not replacing it") from None
         found += [f"attribute {k}" for k in sorted(attrs)
                   if k != WRITTEN_ATTR and not own_keys(k)]
         if found:
