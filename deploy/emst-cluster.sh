@@ -20,6 +20,10 @@
 #                          Without --host, --interface or --tls everything listens on
 #                          127.0.0.1 only: whoever reaches a plain-TCP scheduler runs code
 #                          on its workers.
+#   --scheduler-host HOST  the scheduler alone listens on HOST (workers as above); the
+#                          container image sets 0.0.0.0, so that the port published from
+#                          the container reaches it. A --host or --interface on the
+#                          command line wins over the variable         (EMST_SCHEDULER_HOST)
 #   --port PORT            scheduler port; 0 = any free one                   (EMST_PORT, 8786)
 #   --dashboard ADDRESS    dashboard address, or "none"          (EMST_DASHBOARD, localhost:8787)
 #   --cpu / --gpu          `dask worker` (CPU, numba) or `dask cuda worker`  (EMST_WORKER_KIND,
@@ -50,6 +54,8 @@ DIR="${EMST_DIR:-./emst-cluster}"
 SCHEDULER_FILE="${EMST_SCHEDULER_FILE:-}"
 SCHEDULER="${EMST_SCHEDULER:-}"
 HOST="${EMST_HOST:-}"
+SCHEDULER_HOST="${EMST_SCHEDULER_HOST:-}"
+SCHEDULER_HOST_GIVEN=""   # --scheduler-host on the command line
 INTERFACE="${EMST_INTERFACE:-}"
 PORT="${EMST_PORT:-8786}"
 DASHBOARD="${EMST_DASHBOARD:-localhost:8787}"
@@ -67,8 +73,9 @@ while [ $# -gt 0 ]; do
         --dir) DIR="$2"; shift 2 ;;
         --scheduler-file) SCHEDULER_FILE="$2"; shift 2 ;;
         --scheduler) SCHEDULER="$2"; shift 2 ;;
-        --host) HOST="$2"; shift 2 ;;
-        --interface) INTERFACE="$2"; shift 2 ;;
+        --host) HOST="$2"; [ -n "$SCHEDULER_HOST_GIVEN" ] || SCHEDULER_HOST=""; shift 2 ;;
+        --interface) INTERFACE="$2"; [ -n "$SCHEDULER_HOST_GIVEN" ] || SCHEDULER_HOST=""; shift 2 ;;
+        --scheduler-host) SCHEDULER_HOST="$2"; SCHEDULER_HOST_GIVEN=1; shift 2 ;;
         --port) PORT="$2"; shift 2 ;;
         --dashboard) DASHBOARD="$2"; shift 2 ;;
         --cpu) KIND=cpu; shift ;;
@@ -154,7 +161,8 @@ n_workers() {  # the workers this node starts
 # ---- the commands ----------------------------------------------------------
 scheduler_cmd() {
     local args=(dask scheduler --scheduler-file "$SCHEDULER_FILE" --port "$PORT")
-    args+=($(listen_args))
+    if [ -n "$SCHEDULER_HOST" ]; then args+=(--host "$SCHEDULER_HOST")
+    else args+=($(listen_args)); fi
     [ -n "$TLS_DIR" ] && args+=(--protocol tls $(tls_args scheduler))
     args+=($(dashboard_args scheduler))
     echo "${args[@]}"

@@ -354,3 +354,88 @@ def test_container_commands(tmp_path, snap):
     assert all(p.returncode is not None for p in procs)
     assert procs_mentioning(str(run_dir)) == []
     assert procs_mentioning(f"127.0.0.1:{port}") == []
+
+
+def _image_env():
+    """The ENV settings of the Dockerfile (KEY=VALUE pairs, continued lines)."""
+    docker = open(os.path.join(DEPLOY, "docker", "Dockerfile")).read()
+    env = {}
+    for block in re.findall(r"^ENV ((?:.*\\\n)*.*)$", docker, re.M):
+        for key, value in re.findall(r"(\w+)=(\S+)", block.replace("\\\n", " ")):
+            env[key] = value
+    return env
+
+
+def _outside_address():
+    """This machine's address on its network, as a published container port
+    reaches the container (not its loopback); None if it has only loopback."""
+    from distributed.utils import get_ip
+
+    ip = get_ip()
+    return None if ip.startswith("127.") else ip
+
+
+def test_container_entrypoint_is_reachable_from_outside(tmp_path, snap):
+    """The image's entrypoint and default command (``start-foreground``), run
+    with the image's environment: the scheduler must listen where a port
+    published from the container arrives -- the container's own address,
+    not its loopback -- and a client connecting there runs a job; the
+    workers stay on loopback.  (Here the machine's network address stands
+    for the container's; the port is a free one, the dashboard any port.)"""
+    path, pts = snap
+    docker = open(os.path.join(DEPLOY, "docker", "Dockerfile")).read()
+    entry = json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", docker, re.M).group(1))
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", docker, re.M).group(1))
+    assert entry == ["/opt/emst-dask/deploy/emst-cluster.sh"] and cmd == ["start-foreground"]
+    image = _image_env()
+    assert "EMST_HOST" not in image and "EMST_TLS_DIR" not in image
+    port = free_port()
+    run_dir = tmp_path / "container"
+    env = deploy_env(**{k: v for k, v in image.items() if k.startswith("EMST_")})
+    env.update(EMST_DIR=str(run_dir), EMST_PORT=str(port), EMST_WORKER_KIND="cpu",
+               EMST_WORKERS="1", EMST_DASHBOARD=image["EMST_DASHBOARD"].rsplit(":", 1)[0] + ":0")
+    log_path = tmp_path / "entrypoint.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen([CLUSTER, *cmd], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    groups = []
+    try:
+        import time
+
+        deadline = time.monotonic() + 180
+        # started: the scheduler and worker process groups, then the line `start` prints
+        while time.monotonic() < deadline and "worker(s)" not in open(log_path).read():
+            assert proc.poll() is None, open(log_path).read()
+            time.sleep(0.5)
+        groups = [int(open(run_dir / f).read()) for f in ("scheduler.pid", "worker.pid")]
+        sched = psutil.Process(int(open(run_dir / "scheduler.pid").read()))
+        listening = {c.laddr.ip for p in [sched, *sched.children(recursive=True)]
+                     for c in p.net_connections("tcp")
+                     if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+        assert listening & {"0.0.0.0", "::"}, \
+            f"the scheduler listens on {listening} only: a published port cannot reach it"
+        from distributed import Client
+
+        outside = _outside_address()
+        for host in ([outside] if outside else []) + ["127.0.0.1"]:
+            with Client(f"tcp://{host}:{port}", set_as_default=False, timeout="20s") as c:
+                c.wait_for_workers(1, timeout=120)
+                workers = list(c.scheduler_info()["workers"])
+                assert all(w.startswith("tcp://127.0.0.1:") for w in workers), workers
+                tree = emst_dask.emst(path, client=c)
+            assert_same_tree(tree, pts)
+    finally:
+        proc.terminate()  # the entrypoint's trap stops the cluster
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=30)
+        log.close()
+        for pg in groups:  # what the entrypoint started, should it not have stopped it
+            try:
+                os.killpg(pg, 9)
+            except ProcessLookupError:
+                pass
+    assert proc.returncode == 0, open(log_path).read()
+    assert procs_mentioning(str(run_dir)) == []

@@ -12,6 +12,7 @@
     emst-dask plot-clusters LABELS --points SOURCE --out clusters.png
     emst-dask fof SOURCE [-b B ...] [--box-size L|snapshot] [--velocities NAME] --out HALOS.zarr
     emst-dask stats EDGES --points SOURCE [--box-size L] [--plot stats.png] [--out STATS.npz]
+    emst-dask clean DIRECTORY [--older-than HOURS] [--dry-run]
 
 Commands call the API and the service; ``errors`` turns what they raise
 into ``Error:`` lines.

@@ -8,6 +8,7 @@ import time
 
 import click
 
+from ..io.paths import locations
 from . import main
 from .errors import UserError
 
@@ -81,7 +82,7 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
         if str(out).endswith(".npy"):
             raise UserError("--plot needs the condensed tree: write a cluster store "
                             "(LABELS.zarr), not .npy labels")
-        picture = resolve_picture(plot_png, overwrite)
+        picture = resolve_picture(plot_png, overwrite, locations(source))
     est = HDBSCAN(min_cluster_size=min_cluster_size, min_samples=min_samples,
                   cluster_selection_epsilon=epsilon, max_cluster_size=max_cluster_size,
                   cluster_selection_method=method, allow_single_cluster=allow_single_cluster,
@@ -90,10 +91,11 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
     if _is_edge_store(source):
         if columns or array:
             raise UserError("--columns and --array select points; SOURCE is an edge store")
-        from ..io.cluster_store import write_clusters
         from ..io import resolve_output
+        from ..io.cluster_store import write_clusters
 
-        output = resolve_output(out, overwrite=overwrite, contents="clusters")
+        output = resolve_output(out, overwrite=overwrite, contents="clusters",
+                                source_location=locations(source))
         est.set_params(out=None).fit_tree(source)
         c = est.condensed_tree_.to_numpy()
         write_clusters(output, {"labels": est.labels_, "probabilities": est.probabilities_,
@@ -149,7 +151,8 @@ def cut(edges, lengths, out, overwrite):
     from ..products.cuts import check_lengths, fof_labels
 
     check_lengths(list(lengths))
-    output = resolve_output(out, overwrite=overwrite, contents="clusters")
+    output = resolve_output(out, overwrite=overwrite, contents="clusters",
+                            source_location=locations(edges))
     st = _euclidean_tree(edges)
     tree = st.load()
     labels = fof_labels(tree.source, tree.target, tree.weight, tree.n_points,
@@ -176,11 +179,12 @@ def linkage(edges, out, overwrite):
 
     if not out.endswith(".npy"):
         raise UserError(f"{out}: the linkage matrix is written as a .npy file")
-    output = resolve_output(out, overwrite=overwrite, contents="linkage")
+    output = resolve_output(out, overwrite=overwrite, contents="linkage",
+                            source_location=locations(edges))
     st = _euclidean_tree(edges)
     tree = st.load()
     Z = single_linkage(tree.source, tree.target, tree.weight, tree.n_points)
-    output.check()
+    output.check(locations(edges))
     with output.written_aside() as tmp, open(tmp, "wb") as fh:
         npy.save(fh, Z, "linkage")
     click.echo(f"n={tree.n_points} merges={len(Z)} "

@@ -28,7 +28,7 @@ def parse_box_size(text):
     return values[0] if len(values) == 1 else values
 
 
-def _stats_output(out, overwrite):
+def _stats_output(out, overwrite, sources=()):
     """The checked .npz output (only a statistics file this package wrote
     may be replaced)."""
     from ..io.output import Output
@@ -49,7 +49,7 @@ def _stats_output(out, overwrite):
     if not str(out).endswith(".npz"):
         raise UserError(f"{out}: the statistics are written as a .npz file")
     return StatsOutput(os.path.abspath(out), kind="npz", overwrite=bool(overwrite),
-                       contents="statistics").check()
+                       contents="statistics").check(list(sources))
 
 
 @main.command()
@@ -75,14 +75,16 @@ def stats(edges, points, box_size, plot_png, out, overwrite, columns, array, ign
     """MiSTree's MST statistics of the tree EDGES (degree, edge length, branch
     length and shape), given the points it was computed from (--points)."""
     from ..io import open_edges, resolve_source
+    from ..io.paths import locations
     from ..io.picture import resolve_picture
     from ..products.plotting import check_points_of
     from ..products.statistics import check_box_size, mst_statistics
     from ..products.tree_checks import check_same_box, check_weights_of
 
     box = parse_box_size(box_size)
-    output = _stats_output(out, overwrite) if out else None
-    picture = resolve_picture(plot_png, overwrite) if plot_png else None
+    inputs = locations(edges, points)
+    output = _stats_output(out, overwrite, inputs) if out else None
+    picture = resolve_picture(plot_png, overwrite, inputs) if plot_png else None
     store = open_edges(edges)
     src = resolve_source(points, array=array, columns=columns)
     check_points_of(store, src, points, edges, ignore_input)

@@ -1,4 +1,4 @@
-"""``emst-dask generate``, ``info``, ``plot`` and ``demo``."""
+"""``emst-dask generate``, ``info``, ``plot``, ``demo`` and ``clean``."""
 from __future__ import annotations
 
 import os
@@ -163,3 +163,32 @@ def demo(workdir, n, workers, backend, progress):
     click.echo(f"picture: {png} ({summary})")
     click.echo(f"look: emst-dask info {store.path}")
     click.echo(f"everything is in {workdir}")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--older-than", "hours", default=24.0, show_default=True,
+              type=click.FloatRange(0), help="only temporaries nothing touched for this "
+              "many hours (a job still writing one touches it)")
+@click.option("--dry-run", is_flag=True, help="only list what would be removed")
+def clean(directory, hours, dry_run):
+    """Remove the temporaries dead jobs left in DIRECTORY.
+
+    A job writes each output to a hidden sibling .NAME.emst-tmp-JOB-TAG and
+    removes it when it ends; a scheduler or client killed meanwhile leaves
+    it.  Only temporaries carrying the package's mark (an edge, cluster or
+    snapshot store holding only its own arrays, or a .npy or picture this
+    package writes) and untouched for --older-than hours are removed; a
+    former output set aside while being replaced is kept and said, and so is
+    anything else.
+    """
+    from ..io.leftovers import clean as clean_dir
+
+    removed, kept = clean_dir(directory, hours * 3600.0, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for t in removed:
+        click.echo(f"{verb} {t.path} (a temporary of {os.path.basename(t.output)}, "
+                   f"untouched {t.age / 3600:.3g} h)")
+    for t, why in kept:
+        click.echo(f"kept {t.path}: {why}")
+    click.echo(f"{len(removed)} {verb}, {len(kept)} kept in {os.path.abspath(directory)}")

@@ -5,7 +5,8 @@ import logging
 import os
 
 from ..errors import InputError, WorkerLost
-from ..io.paths import is_pathlike, local_path
+from ..io.output import check_apart
+from ..io.paths import is_pathlike, local_path, locations
 from ..io.source import DaskPoints
 from .client import (check_outputs_reachable, client_for, connect,
                      workers_may_see_other_files, workers_of)
@@ -61,6 +62,11 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, box_size=None,
         real = [os.path.realpath(local_path(o)) for o in outs if is_pathlike(o)]
         if len(set(real)) != len(real):
             raise InputError("two sources would write the same output")
+        # no job writes into what another job of the batch reads
+        inputs = locations(*sources)
+        for o in outs:
+            if is_pathlike(o) and local_path(o) is not None:
+                check_apart(local_path(o), inputs)
     if names is not None and len(names) != len(sources):
         raise InputError(f"{len(sources)} sources but {len(names)} names")
     owned = None

@@ -24,6 +24,7 @@ from . import npy
 from .codecs import create_array
 from .edge_store import open_new_group
 from .output import CLUSTER_FORMAT, Output, resolve_output
+from .owned import record_written
 from .paths import is_pathlike, local_path
 
 #: rows per chunk of the arrays
@@ -71,7 +72,7 @@ def write_clusters(output, arrays: dict, attrs: dict, *, chunks: dict | None = N
     def fill(group):
         for name, data in arrays.items():
             _write_array(group, name, data, output.zarr_format, (chunks or {}).get(name))
-        group.attrs.update(attrs)
+        group.attrs.update(record_written(group, attrs))  # what overwrite may remove
         group.attrs["complete"] = True
 
     if output.local is None:

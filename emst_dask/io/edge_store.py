@@ -33,6 +33,7 @@ from ..tree import SpanningTree
 from . import npy
 from .codecs import EDGE_CODEC, create_array
 from .output import EDGE_FORMAT, Output, resolve_output
+from .owned import record_written
 from .paths import is_pathlike, local_path
 from .staging import default_threads
 from .zarr_threads import write_rows
@@ -137,7 +138,7 @@ def finish_attrs(group, attrs) -> dict:
     """Write the attributes, ``complete: true`` last; return them."""
     if "write_seconds" in attrs:
         attrs["timings"]["write"] = attrs.pop("write_seconds")
-    group.attrs.update(attrs)
+    group.attrs.update(record_written(group, attrs))  # what overwrite may remove
     group.attrs["complete"] = True
     return dict(group.attrs)
 

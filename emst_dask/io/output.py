@@ -6,13 +6,19 @@ something after the computation:
 
 * a parent directory that is missing, is not a directory, or is not
   writable;
-* the input itself, or a directory holding it;
+* the input itself, a directory holding it, or a place inside it (inside
+  the Zarr store that holds the array read), symbolic links resolved
+  (``check_apart``, the one rule every job and command applies);
 * something already there, unless ``overwrite=True`` and it is something
   this package wrote: an edge store (a Zarr group carrying the package's
   format tag, complete or not), or a .npy file of the kind asked for that
   carries the package's header (``npy``: an edge array, labels, a linkage
   matrix, a generated cloud).  A directory of other files, a point cloud, a
-  snapshot, a .npy that ``numpy.save`` wrote are never replaced.
+  snapshot, a .npy that ``numpy.save`` wrote are never replaced;
+* a store of the package's that holds anything the package did not write
+  there -- a file, an array, a group, a group attribute someone added
+  (``io.owned``): replacing it would remove them, so it is refused, the
+  message naming each.
 
 Results are written to a hidden temporary sibling named after the job
 (``.NAME.emst-tmp-<job>-<attempt>``) and moved into place when complete,
@@ -27,6 +33,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -35,7 +42,8 @@ import numpy as np
 
 from ..errors import OutputError
 from . import npy
-from .paths import contains, is_pathlike, local_path
+from .owned import WRITTEN_ATTR, describe_foreign, foreign_content, recorded
+from .paths import contains, input_root, is_pathlike, local_path
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,27 @@ _SET_ASIDE = "old-"
 SNAPSHOT_ATTR = "generator"
 #: format tag of a cluster store (``emst_dask.io.cluster_store``)
 CLUSTER_FORMAT = "emst-dask clusters 1"
+
+# What a store written before it recorded its entries (``io.owned``) may
+# hold, by kind: the arrays and groups, and the group attribute keys, that
+# the package's writers set.
+_EDGE_ENTRIES = re.compile(r"^(source|target|weight|core_distances)$")
+_EDGE_KEYS = frozenset({
+    "format", "complete", "n", "d", "n_edges", "min_samples", "total_weight", "dtype",
+    "input", "version", "backend", "iterations", "timings", "box_size", "created", "job",
+    "sorted_by_weight", "partitioned"})
+_CLUSTER_ENTRIES = re.compile(
+    r"^(labels|probabilities|outlier_scores|persistence|condensed"
+    r"|condensed/(parent|child|child_size|lambda_val)"
+    r"|catalogue|catalogue/\d+|catalogue/\d+/(length|position|velocity))$")
+_CLUSTER_KEYS = frozenset({
+    "format", "complete", "version", "kind", "n", "d", "input", "job", "seconds",
+    "n_clusters", "selected", "min_samples", "min_cluster_size", "cluster_selection_method",
+    "allow_single_cluster", "cluster_selection_epsilon", "max_cluster_size",
+    "linking_lengths", "linking_length", "linking_length_given", "relative", "box_size",
+    "min_members", "n_groups", "single", "velocities"})
+_SNAPSHOT_ENTRIES = re.compile(r"^points$")
+_SNAPSHOT_KEYS = frozenset({SNAPSHOT_ATTR, "n", "d", "seed"})
 
 
 def new_token() -> str:
@@ -82,6 +111,9 @@ class Output:
         int64 .npy), which may replace only labels; a linkage matrix
         (an (m, 4) float64 .npy), which may replace only one; or a picture
         (``io.picture``), which may replace only a picture drawn here.
+    sources : tuple of str
+        The inputs' local paths: every ``check`` keeps the output apart
+        from them (``check_apart``), on the client and where it is written.
     """
 
     target: object
@@ -92,6 +124,8 @@ class Output:
     storage_options: dict | None = None
     token: str = field(default_factory=new_token)
     contents: str = "edges"
+    #: the inputs' local paths this output is kept apart from (``check_apart``)
+    sources: tuple = ()
 
     @property
     def local(self) -> str | None:
@@ -108,9 +142,9 @@ class Output:
 
         Parameters
         ----------
-        source_location : str, optional
-            The input's absolute local path: never replaced, nor a
-            directory holding it.
+        source_location : str or sequence of str, optional
+            The inputs' absolute local paths: never replaced, nor a
+            directory holding one, nor a place inside one (``check_apart``).
         """
         loc = self.local
         if loc is None:
@@ -123,10 +157,12 @@ class Output:
             raise OutputError(f"cannot write {loc}: {parent} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise OutputError(f"cannot write {loc}: the directory {parent} is not writable")
-        if source_location is not None and contains(loc, source_location):
-            what = "is the input" if os.path.realpath(loc) == os.path.realpath(
-                source_location) else f"holds the input {source_location}"
-            raise OutputError(f"{loc}: {what}; choose another output")
+        if source_location is not None:  # kept: every later check applies them too
+            given = [source_location] if isinstance(source_location, (str, os.PathLike)) \
+                else source_location
+            self.sources = tuple(dict.fromkeys(
+                self.sources + tuple(os.fspath(s) for s in given if s is not None)))
+        check_apart(loc, self.sources)
         self._check_leftovers()
         if os.path.lexists(loc):
             if not self.overwrite:
@@ -141,8 +177,11 @@ class Output:
     def _check_leftovers(self):
         """What jobs that died left beside the output: a former output set
         aside while it was being replaced, the output itself absent, is the
-        user's and must come back first (an OutputError saying how); other
-        temporaries are only said in the log (a job writing them may live)."""
+        user's and must come back first (an OutputError saying how); stale
+        temporaries that are provably the package's (``io.leftovers``:
+        marked, untouched for ``emst.temporaries.stale-after``, 24 h by
+        default) are removed; others are only said in the log (a job
+        writing them may live)."""
         loc = self.local
         parent, base = os.path.dirname(loc), os.path.basename(loc)
         prefix = f".{base}{TMP_TAG}"
@@ -158,10 +197,20 @@ class Output:
                               f"the former {base} at {held}: move it back "
                               f"(mv '{held}' '{loc}') or remove it, then run again")
         if names:
+            from .leftovers import clean, stale_after
+
+            removed, _kept = clean(parent, stale_after(), output_base=base,
+                                   skip_token=self.token)
+            for t in removed:
+                log.warning("%s: removed %s, a temporary a dead job left %.3g h ago", loc,
+                            t.path, t.age / 3600)
+            gone = {os.path.basename(t.path) for t in removed}
+            names = [n for n in names if n not in gone]
+        if names:
             log.warning("%s: %d temporar%s of earlier jobs beside it (%s); a job killed while "
-                        "writing leaves one: remove %s once no job writes %s", loc,
-                        len(names), "y" if len(names) == 1 else "ies", ", ".join(names[:3])
-                        + (", ..." if len(names) > 3 else ""),
+                        "writing leaves one: `emst-dask clean %s` removes %s once no job "
+                        "writes %s", loc, len(names), "y" if len(names) == 1 else "ies",
+                        ", ".join(names[:3]) + (", ..." if len(names) > 3 else ""), parent,
                         "it" if len(names) == 1 else "them", base)
 
     def why_not_replaceable(self, loc: str) -> str | None:
@@ -204,14 +253,30 @@ class Output:
         if attrs is None:
             return "is a directory that is not a Zarr store"
         if points:
-            return None if SNAPSHOT_ATTR in attrs else "is not a snapshot emst-dask generated"
-        if clusters:
-            return None if attrs.get("format") == CLUSTER_FORMAT else \
-                "is not a cluster store emst-dask wrote"
-        if attrs.get("format") != EDGE_FORMAT:
+            if SNAPSHOT_ATTR not in attrs:
+                return "is not a snapshot emst-dask generated"
+        elif clusters:
+            if attrs.get("format") != CLUSTER_FORMAT:
+                return "is not a cluster store emst-dask wrote"
+        elif attrs.get("format") != EDGE_FORMAT:
             what = "a snapshot" if SNAPSHOT_ATTR in attrs else "a Zarr store"
             return f"is {what}, not an edge store"
-        return None
+        owns, own_keys = self._owned(attrs)
+        found = foreign_content(loc, owns, attrs, own_keys)
+        return describe_foreign(found) if found else None
+
+    def _owned(self, attrs: dict):
+        """(owns(path), own_key(key)): what of a store of this output's kind
+        with attributes ``attrs`` the package wrote (its record, else the
+        names its writers use)."""
+        rec = recorded(attrs)
+        if rec is not None:
+            entries, keys = rec
+            return entries.__contains__, keys.__contains__
+        names, keys = {"points": (_SNAPSHOT_ENTRIES, _SNAPSHOT_KEYS),
+                       "clusters": (_CLUSTER_ENTRIES, _CLUSTER_KEYS)}.get(
+                           self.contents, (_EDGE_ENTRIES, _EDGE_KEYS))
+        return (lambda p: bool(names.match(p))), keys.__contains__
 
     def _check_remote(self):
         """A URL or store object: anything there may be replaced only with
@@ -235,6 +300,19 @@ class Output:
         if fmt != want:
             raise OutputError(f"{self}: holds something that is not {what} emst-dask wrote; "
                               "not replacing it (zarr's overwrite would remove all it holds)")
+        # the arrays, groups and attributes someone added (zarr lists no
+        # other objects: a remote store is judged by its nodes)
+        attrs = dict(node.attrs)
+        owns, own_keys = self._owned(attrs)
+        try:
+            found = [n for n, _ in node.members(max_depth=None) if not owns(n)]
+        except Exception as exc:  # noqa: BLE001 - what it holds is unknown: not provably ours
+            raise OutputError(f"{self}: cannot list what it holds ({type(exc).__name__}: "
+                              f"{exc}); not replacing it") from None
+        found += [f"attribute {k}" for k in sorted(attrs)
+                  if k != WRITTEN_ATTR and not own_keys(k)]
+        if found:
+            raise OutputError(f"{self}: {describe_foreign(sorted(found))}")
 
     def _remote_holds_something(self) -> bool:
         """Anything at the URL or in the store object (True when unknown)."""
@@ -366,6 +444,36 @@ def _place_new(tmp: str, loc: str):
     os.remove(tmp)
 
 
+def check_apart(loc: str, sources) -> None:
+    """Refuse, with an OutputError, the local output ``loc`` when it is an
+    input, holds one, or lies inside one: writing it would change the input
+    (or, replacing it, remove it).  Symbolic links are resolved, and an
+    input inside a Zarr store (the array of a snapshot) stands for the whole
+    store.  The one rule every job and command applies to its outputs.
+
+    Parameters
+    ----------
+    loc : str
+        The output's absolute local path.
+    sources : str, sequence of str (None entries skipped), or None
+        The inputs' absolute local paths.
+    """
+    if sources is None:
+        return
+    for src in [sources] if isinstance(sources, (str, os.PathLike)) else sources:
+        if src is None:
+            continue
+        src = os.fspath(src)
+        if os.path.realpath(loc) == os.path.realpath(src):
+            raise OutputError(f"{loc}: is the input; choose another output")
+        if contains(loc, src):
+            raise OutputError(f"{loc}: holds the input {src}; choose another output")
+        root = input_root(src)
+        if contains(root, loc):
+            raise OutputError(f"{loc}: lies inside the input {root}; writing it would change "
+                              "the input: choose a place outside it")
+
+
 def remove(path: str):
     """Remove a file or directory tree we made; missing is fine."""
     try:
@@ -475,4 +583,7 @@ def resolve_output(out, *, overwrite: bool = False, zarr_format: int = 3,
     o = Output(target, kind=kind, overwrite=bool(overwrite), zarr_format=int(zarr_format),
                chunk_rows=chunk_rows, storage_options=storage_options,
                token=token or new_token(), contents=contents)
+    if not check and source_location is not None:  # kept for the check where it is written
+        o.sources = (source_location,) if isinstance(source_location, str) \
+            else tuple(s for s in source_location if s is not None)
     return o.check(source_location) if check else o

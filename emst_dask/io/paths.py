@@ -38,3 +38,26 @@ def contains(outer: str, inner: str) -> bool:
     (symbolic links resolved)."""
     a, b = real(outer), real(inner)
     return b == a or b.startswith(a.rstrip(os.sep) + os.sep)
+
+
+def _zarr_node(path: str) -> bool:
+    """A local directory holding Zarr metadata (v3 or v2)."""
+    return any(os.path.isfile(os.path.join(path, f)) for f in ("zarr.json", ".zgroup", ".zarray"))
+
+
+def input_root(path: str) -> str:
+    """The outermost Zarr store holding local ``path`` (an array or group of
+    a snapshot: writing anywhere in the store changes the input), else
+    ``path`` itself."""
+    root = os.path.abspath(path)
+    parent = os.path.dirname(root)
+    while parent != root and _zarr_node(parent):
+        root, parent = parent, os.path.dirname(parent)
+    return root
+
+
+def locations(*inputs) -> list:
+    """The absolute local paths of those ``inputs`` that are local paths
+    (None, URLs and objects are skipped): what outputs are kept apart from."""
+    return [loc for loc in (local_path(i) if is_pathlike(i) else None for i in inputs)
+            if loc is not None]

@@ -39,7 +39,7 @@ def drawn_here(path) -> bool:
         return False
 
 
-def resolve_picture(path, overwrite: bool = False):
+def resolve_picture(path, overwrite: bool = False, source_location=None):
     """The checked ``io.output.Output`` of a picture (an Output passes
     through, checked again).
 
@@ -48,15 +48,19 @@ def resolve_picture(path, overwrite: bool = False):
     path : str, os.PathLike or Output
     overwrite : bool
         Replace a picture this package drew.
+    source_location : str or sequence of str, optional
+        The inputs drawn: the picture may not be one, hold one or lie
+        inside one (``io.output.check_apart``).
     """
     from .output import Output, resolve_output
 
     if isinstance(path, Output):
-        return path.check()
+        return path.check(source_location)
     if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
         raise OutputError(f"cannot draw {path}: pictures are written to local files")
     picture_format(path)
-    return resolve_output(path, overwrite=overwrite, contents="picture")
+    return resolve_output(path, overwrite=overwrite, contents="picture",
+                          source_location=source_location)
 
 
 def save(fig, output, dpi: int = 130) -> str:

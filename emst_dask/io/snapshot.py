@@ -5,7 +5,9 @@ coordinate arrays), checksummed like every array the package writes, and
 the attribute ``generator``; a ``.npy`` is a plain (n, d) array.  Both are
 written aside and moved into place (``Output``): complete or absent; an
 existing output is replaced only with ``overwrite`` and only if it is a
-point cloud (a .npy file, or a snapshot this package generated).
+point cloud (a .npy file, or a snapshot this package generated) holding
+nothing else: the snapshot records the arrays and attributes it wrote
+(``io.owned``), and an array or attribute added since is named and refused.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ..errors import OutputError
 from . import npy
 from .codecs import create_array
 from .output import SNAPSHOT_ATTR, Output, resolve_output
+from .owned import record_written
 
 
 def write_points(out, pts: np.ndarray, *, chunk_rows: int = 1_000_000, zarr_format: int = 3,
@@ -55,12 +58,15 @@ def write_points(out, pts: np.ndarray, *, chunk_rows: int = 1_000_000, zarr_form
                 npy.save(fh, pts, "points")
         else:
             rows = max(1, min(int(chunk_rows), max(n, 1)))
-            group = zarr.open_group(tmp, mode="w-", zarr_format=zarr_format)
+            # the mark from the start: an unfinished temporary is provably ours
+            group = zarr.open_group(tmp, mode="w-", zarr_format=zarr_format,
+                                    attributes={SNAPSHOT_ATTR: "emst-dask"})
             if columns is None:
                 create_array(group, "points", (n, d), (rows, d), pts.dtype,
                              zarr_format)[...] = pts
             else:
                 for j, c in enumerate(columns):
                     create_array(group, c, (n,), (rows,), pts.dtype, zarr_format)[...] = pts[:, j]
-            group.attrs.update({SNAPSHOT_ATTR: "emst-dask", **(attrs or {})})
+            group.attrs.update(record_written(group, {SNAPSHOT_ATTR: "emst-dask",
+                                                      **(attrs or {})}))
     return output

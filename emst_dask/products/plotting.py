@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import open_edges, resolve_source
+from ..io.paths import locations
 from ..io.picture import resolve_picture
 from ..io.picture import save as save_picture
 
@@ -118,7 +119,7 @@ def plot_tree(edges, points, out, *, columns=None, array=None, slab: float = 0.0
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
 
-    picture = resolve_picture(out, overwrite)
+    picture = resolve_picture(out, overwrite, locations(edges, points))
     _check_slab(slab)
     store = open_edges(edges)
     tree = store.load()
@@ -256,7 +257,7 @@ def plot_clusters(labels, points, out, *, columns=None, array=None, slab: float 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    picture = resolve_picture(out, overwrite)
+    picture = resolve_picture(out, overwrite, locations(labels, points))
     _check_slab(slab)
     lab = load_labels(labels, row)
     src = resolve_source(points, array=array, columns=columns)
