@@ -63,9 +63,9 @@ CLUSTER_FORMAT = "emst-dask clusters 1"
 # the package's writers set.
 _EDGE_ENTRIES = re.compile(r"^(source|target|weight|core_distances)$")
 _EDGE_KEYS = frozenset({
-    "format", "complete", "n", "d", "n_edges", "min_samples", "total_weight", "dtype",
-    "input", "version", "backend", "iterations", "timings", "box_size", "created", "job",
-    "sorted_by_weight", "partitioned"})
+    "format", "format_version", "complete", "n", "d", "n_edges", "min_samples",
+    "total_weight", "dtype", "input", "version", "backend", "iterations", "timings",
+    "box_size", "created", "job", "sorted_by_weight", "partitioned"})
 _CLUSTER_ENTRIES = re.compile(
     r"^(labels|probabilities|outlier_scores|persistence|condensed"
     r"|condensed/(parent|child|child_size|lambda_val)"
