@@ -19,6 +19,23 @@ def _is_edge_store(path) -> bool:
     return bool(attrs) and attrs.get("format") == EDGE_FORMAT
 
 
+def _check_store_k(edges, min_samples, min_cluster_size):
+    """A tree of another k_pts than these options ask for: say which option
+    fits it, and which command computes the tree they need."""
+    from ..io import open_edges
+
+    st = open_edges(edges)
+    have = st.attrs.get("min_samples")
+    want = min_samples if min_samples is not None else min_cluster_size
+    if have is not None and want is not None and int(have) != int(want):
+        how = ("--min-samples" if min_samples is not None
+               else f"--min-samples (default: --min-cluster-size {min_cluster_size})")
+        raise UserError(f"{st.path}: the tree was computed with --min-samples {have}, and "
+                        f"{how} asks for {want}: give --min-samples {have}, or compute the "
+                        f"tree with  emst-dask run POINTS --min-samples {want} --out "
+                        f"EDGES.zarr  (or cluster the points: emst-dask hdbscan POINTS ...)")
+
+
 def _euclidean_tree(edges):
     """The tree of a Euclidean edge store (cuts and single linkage need one)."""
     from ..io import open_edges
@@ -94,6 +111,7 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
         from ..io import resolve_output
 
         output = resolve_output(out, overwrite=overwrite, contents="clusters")
+        _check_store_k(source, min_samples, min_cluster_size)
         est.set_params(out=None).fit_tree(source)
         c = est.condensed_tree_.to_numpy()
         write_clusters(output, {"labels": est.labels_, "probabilities": est.probabilities_,
