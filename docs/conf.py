@@ -11,6 +11,7 @@ import emst_dask  # noqa: E402
 
 project = "emst-dask"
 author = "the emst-dask authors"
+copyright = "the emst-dask authors"
 release = version = emst_dask.__version__
 
 extensions = [
