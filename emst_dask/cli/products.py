@@ -19,14 +19,21 @@ def _is_edge_store(path) -> bool:
     return bool(attrs) and attrs.get("format") == EDGE_FORMAT
 
 
-def _check_store_k(edges, min_samples, min_cluster_size):
-    """A tree of another k_pts than these options ask for: say which option
-    fits it, and which command computes the tree they need."""
+def _check_store_k(edges, est):
+    """The options checked first; then a tree of another k_pts than they ask
+    for: say which option fits it, and which command computes the tree
+    they need."""
     from ..io import open_edges
+    from ..products.estimator import check_hdbscan_params
 
     st = open_edges(edges)
-    have = st.attrs.get("min_samples")
+    have, n = st.attrs.get("min_samples"), st.attrs.get("n")
+    min_samples, min_cluster_size = est.min_samples, est.min_cluster_size
     want = min_samples if min_samples is not None else min_cluster_size
+    if n:
+        check_hdbscan_params(min_cluster_size, min_samples, est.cluster_selection_epsilon,
+                             est.max_cluster_size, est.cluster_selection_method,
+                             est.allow_single_cluster, int(n))
     if have is not None and want is not None and int(have) != int(want):
         how = ("--min-samples" if min_samples is not None
                else f"--min-samples (default: --min-cluster-size {min_cluster_size})")
@@ -111,7 +118,7 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
         from ..io import resolve_output
 
         output = resolve_output(out, overwrite=overwrite, contents="clusters")
-        _check_store_k(source, min_samples, min_cluster_size)
+        _check_store_k(source, est)
         est.set_params(out=None).fit_tree(source)
         c = est.condensed_tree_.to_numpy()
         write_clusters(output, {"labels": est.labels_, "probabilities": est.probabilities_,
