@@ -54,8 +54,8 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
         HDBSCAN* build the dendrogram without Borůvka rounds of their own;
         the edges then come in
         the engine's strict order (squared length, min row, max row).
-    progress : callable(phase, **info), or True for a progress bar, optional
-        Called after the core distances and after every Borůvka iteration.
+    progress : callable or bool, optional
+        True for a progress bar, or ``progress(phase, **info)``, called after the core distances and after every Borůvka iteration.
         It never fails the job: its first exception is logged and it is not
         called again (``emst_dask.progress.guarded``).
 
@@ -81,7 +81,8 @@ def emst(points, *, min_samples: int = 1, box_size=None, backend: str = "auto",
         worker.  ``client=False``: in this process.  None: one worker.
         The returned tree (or the edge store's ``partitioned`` attribute)
         carries the job's report: rounds, bytes moved, seconds per phase.
-    **service_options : passed to ``emst_dask.distributed.service.emst``
+    **service_options
+        Passed to ``emst_dask.distributed.service.emst``
         (``overwrite``: replace an edge store or edge array this package
         wrote, never anything else; ``name``, ``storage_options``,
         ``out_storage_options``, ``zarr_format``, ``chunk_rows``,

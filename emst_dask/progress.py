@@ -10,6 +10,7 @@ in the client), in one process they are plain calls.  Phases, in order:
 ``tree``           building the tree (LBVH) starts
 ``core_distances`` k (mutual reachability only)
 ``iteration``      iteration, components: one Borůvka iteration done
+``compile``        message, dtype, d: a first run compiles the CPU kernels
 ``write``          rows, total: writing the edge store
 ``done``           seconds, total_weight, n_edges
 ``error``          message
@@ -31,6 +32,16 @@ import threading
 import time
 
 log = logging.getLogger(__name__)
+
+
+def si(x) -> str:
+    """``x`` with an SI prefix and three figures: 4.62e9 -> "4.62 G", 512 -> "512"."""
+    x = float(x)
+    for prefix in ("", " k", " M", " G", " T"):
+        if abs(x) < 999.5:
+            return f"{x:.3g}{prefix}"
+        x /= 1000.0
+    return f"{x:.3g} P"
 
 
 def guarded(callback):
@@ -73,17 +84,34 @@ class ProgressBar:
         self.lock = threading.Lock()
         self.finished = threading.Event()
 
-    def _open(self, desc, total, unit):
+    def _open(self, desc, total, unit, since=None):
+        # our own counts and rate (``si``): tqdm's read "4.62Gedges/s"
+        fmt = ("{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"
+               if total else "{desc} [{elapsed}{postfix}]")
         if self.bar is None:
             self.bar = self._tqdm(total=total, desc=desc, unit=unit, file=self.file,
                                   leave=self.leave, mininterval=self.mininterval,
-                                  dynamic_ncols=True, unit_scale=True)
+                                  dynamic_ncols=True, bar_format=fmt)
         else:
             self.bar.reset(total=total)
             self.bar.total = total
             self.bar.unit = unit
+            self.bar.bar_format = fmt
             self.bar.set_postfix_str("", refresh=False)
             self.bar.set_description_str(desc, refresh=False)
+        self.unit = unit
+        self.since = time.monotonic() if since is None else since
+
+    def _counts(self, extra=""):
+        """Postfix: rows or edges so far of the total, their rate, ``extra``."""
+        n, total = self.bar.n, self.bar.total
+        seconds = time.monotonic() - self.since
+        parts = [f"{si(n)}/{si(total)} {self.unit}" if total else f"{si(n)} {self.unit}"]
+        if n and seconds > 0:
+            parts.append(f"{si(n / seconds)} {self.unit}/s")
+        if extra:
+            parts.append(extra)
+        self.bar.set_postfix_str(", ".join(parts), refresh=False)
 
     def __call__(self, phase, **info):
         with self.lock:
@@ -100,25 +128,37 @@ class ProgressBar:
             if self.phase != "read":
                 self._open(f"{self.label}: read", info.get("total"), "rows")
             self.bar.n = info.get("rows", 0)
+            self._counts()
             self.bar.refresh()
+        elif phase == "compile":  # a first run: the kernels compile before the tree moves
+            self._tqdm.write(str(info.get("message", "")), file=self.file)
+            self._open(f"{self.label}: compiling kernels (first run)", None, "it")
+            self.bar.refresh()
+            return  # the bar goes on from the phase before
         elif phase in ("tree", "core_distances"):
             desc = "tree build" if phase == "tree" else "core distances"
             self._open(f"{self.label}: {desc}", None, "it")
+            if phase == "tree":
+                self.tree_started = time.monotonic()
             self.bar.refresh()
         elif phase in ("iteration", "frozen"):
             n = self.n or 0
             if self.phase not in ("iteration", "frozen"):
-                self._open(f"{self.label}: boruvka", max(n - 1, 0), "edges")
+                # the rate counts from the tree build on: the first iteration
+                # finds half the edges a moment after its bar opens
+                self._open(f"{self.label}: boruvka", max(n - 1, 0), "edges",
+                           since=getattr(self, "tree_started", None))
             comps = int(info.get("components", 0))
             self.bar.set_description_str(
                 f"{self.label}: boruvka iteration {info.get('iteration', '')}", refresh=False)
-            self.bar.set_postfix_str(f"components={comps}", refresh=False)
             self.bar.n = max(n - comps, 0)
+            self._counts(f"components={comps}")
             self.bar.refresh()
         elif phase == "write":
             if self.phase != "write":
                 self._open(f"{self.label}: write", info.get("total"), "rows")
             self.bar.n = info.get("rows", 0)
+            self._counts()
             self.bar.refresh()
         elif phase in ("done", "error"):
             if self.bar is None:
@@ -140,6 +180,24 @@ class ProgressBar:
         if self.bar is not None:
             self.bar.refresh()
             self.bar.close()
+
+
+def with_notices(callback):
+    """``callback`` that also shows the notices a job sends (a first run's
+    ``compile`` message) when it is not a ``ProgressBar``, which shows them
+    itself: as warnings of the ``emst_dask`` logger (stderr unless logging is
+    set up otherwise).  Never None: a job followed by nothing else still
+    tells its user that it is compiling."""
+    if isinstance(callback, ProgressBar):
+        return callback
+
+    def call(phase, **info):
+        if phase == "compile":
+            logging.getLogger("emst_dask").warning(info.get("message", ""))
+        if callback is not None:
+            callback(phase, **info)
+
+    return call
 
 
 class Relay:

@@ -269,8 +269,8 @@ def test_command_line_refuses_parameters_before_reading_the_store(X, tmp_path, m
                        (["hdbscan", mr, "-m", "1"], "min_cluster_size"),
                        (["hdbscan", mr, "-m", "5", "-k", "0"], "min_samples"),
                        (["hdbscan", mr, "-m", "5", "--epsilon", "nan"], "epsilon"),
-                       (["hdbscan", mr, "-m", "5", "-k", "4"], "min_samples=5"),
-                       (["hdbscan", e, "-m", "5"], "min_samples=1")):
+                       (["hdbscan", mr, "-m", "5", "-k", "4"], "--min-samples 5"),
+                       (["hdbscan", e, "-m", "5"], "--min-samples 1")):
         r = CliRunner().invoke(main, args + ["--out", out])
         assert r.exit_code == 2 and r.output.startswith("Error:"), (args, r.output)
         assert says in r.output, (args, r.output)

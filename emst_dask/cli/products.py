@@ -20,6 +20,30 @@ def _is_edge_store(path) -> bool:
     return bool(attrs) and attrs.get("format") == EDGE_FORMAT
 
 
+def _check_store_k(edges, est):
+    """The options checked first; then a tree of another k_pts than they ask
+    for: say which option fits it, and which command computes the tree
+    they need."""
+    from ..io import open_edges
+    from ..products.estimator import check_hdbscan_params
+
+    st = open_edges(edges)
+    have, n = st.attrs.get("min_samples"), st.attrs.get("n")
+    min_samples, min_cluster_size = est.min_samples, est.min_cluster_size
+    want = min_samples if min_samples is not None else min_cluster_size
+    if n:
+        check_hdbscan_params(min_cluster_size, min_samples, est.cluster_selection_epsilon,
+                             est.max_cluster_size, est.cluster_selection_method,
+                             est.allow_single_cluster, int(n))
+    if have is not None and want is not None and int(have) != int(want):
+        how = ("--min-samples" if min_samples is not None
+               else f"--min-samples (default: --min-cluster-size {min_cluster_size})")
+        raise UserError(f"{st.path}: the tree was computed with --min-samples {have}, and "
+                        f"{how} asks for {want}: give --min-samples {have}, or compute the "
+                        f"tree with  emst-dask run POINTS --min-samples {want} --out "
+                        f"EDGES.zarr  (or cluster the points: emst-dask hdbscan POINTS ...)")
+
+
 def _euclidean_tree(edges):
     """The tree of a Euclidean edge store (cuts and single linkage need one)."""
     from ..io import open_edges
@@ -96,6 +120,7 @@ def hdbscan(source, out, min_cluster_size, min_samples, method, epsilon, allow_s
 
         output = resolve_output(out, overwrite=overwrite, contents="clusters",
                                 source_location=locations(source))
+        _check_store_k(source, est)
         est.set_params(out=None).fit_tree(source)
         c = est.condensed_tree_.to_numpy()
         write_clusters(output, {"labels": est.labels_, "probabilities": est.probabilities_,

@@ -1,4 +1,4 @@
-"""``emst-dask generate``, ``info``, ``plot``, ``demo`` and ``clean``."""
+"""``emst-dask generate``, ``info``, ``plot``, ``demo``, ``clean`` and ``warm``."""
 from __future__ import annotations
 
 import os
@@ -110,13 +110,14 @@ def plot(edges, points, out, columns, array, slab, max_points, ignore_input, ove
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     click.echo(summary)
-    click.echo(f"wrote {out}")
+    click.echo(f"wrote {os.path.abspath(out)}")
 
 
 @main.command()
-@click.option("--dir", "workdir", default=None, type=click.Path(file_okay=False),
-              help="where to put the snapshot, edges and picture (default: a new "
-                   "temporary directory, kept)")
+@click.option("--dir", "workdir", default="emst-demo", show_default=True,
+              type=click.Path(file_okay=False),
+              help="where to put the snapshot, edges and picture (made if missing; "
+                   "a later demo replaces what an earlier one wrote there)")
 @click.option("--n", "n", default=200_000, show_default=True, type=Count(),
               help="points in the halos cloud")
 @click.option("--workers", default=None, type=click.IntRange(1, 64),
@@ -127,18 +128,15 @@ def plot(edges, points, out, columns, array, slab, max_points, ignore_input, ove
 def demo(workdir, n, workers, backend, progress):
     """Generate a halos cloud as a Zarr snapshot, compute its tree on the
     embedded default cluster, write the edge store, draw it."""
-    import tempfile
-
     from .. import datasets
     from ..distributed.cluster import EmbeddedCluster
     from ..distributed.service import emst as service_emst
     from ..io.snapshot import write_points
     from ..products.plotting import plot_tree
 
-    if workdir is None:
-        workdir = tempfile.mkdtemp(prefix="emst-dask-demo-")
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
+    click.echo(f"demo files go to {workdir}")
     snap = os.path.join(workdir, "halos.zarr")
     edges = os.path.join(workdir, "edges.zarr")
     png = os.path.join(workdir, "mst.png")
@@ -192,3 +190,35 @@ def clean(directory, hours, dry_run):
     for t, why in kept:
         click.echo(f"kept {t.path}: {why}")
     click.echo(f"{len(removed)} {verb}, {len(kept)} kept in {os.path.abspath(directory)}")
+
+
+@main.command()
+@click.option("--dims", default=",".join(map(str, (2, 3))), show_default=True,
+              metavar="D,D,...", help="dimensions to compile for (1 to 8; 1-8 for all)")
+@click.option("--dtypes", default="float32,float64", show_default=True,
+              help="point dtypes to compile for")
+@click.option("--products/--no-products", default=True, show_default=True,
+              help="also the kernels of clusters, cuts, FoF, statistics and partitions")
+@click.option("--jobs", "-j", default=None, type=click.IntRange(1, 512),
+              help="processes at once (default: every core)")
+def warm(dims, dtypes, products, jobs):
+    """Compile the CPU kernels ahead of time, into numba's cache (a first run
+    would otherwise spend a minute or two compiling)."""
+    from ..warm import warm as warm_cache
+
+    try:
+        if "-" in dims:
+            lo, hi = (int(v) for v in dims.split("-"))
+            ds = list(range(lo, hi + 1))
+        else:
+            ds = [int(v) for v in dims.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"--dims: expected D,D,... or LO-HI, got {dims!r}") from None
+    if not ds or not all(1 <= d <= 8 for d in ds):
+        raise UserError(f"--dims: dimensions 1 to 8, got {dims!r}")
+    ts = [t.strip() for t in dtypes.split(",") if t.strip()]
+    if not ts or not set(ts) <= {"float32", "float64"}:
+        raise UserError(f"--dtypes: float32 and/or float64, got {dtypes!r}")
+    seconds = warm_cache(ds, ts, products=products, jobs=jobs, report=click.echo)
+    click.echo(f"compiled in {seconds:.1f} s; runs of these dtypes and dimensions now "
+               f"load the kernels from the cache")

@@ -37,12 +37,15 @@ def emst_many(sources, outs=None, *, client=None, min_samples=1, box_size=None,
     errors : {"raise", "return"}
         "raise" stops at the first failure (cancelling the jobs under way);
         "return" puts the exception in its place and carries on.
-    progress : True (a bar over the snapshots) or callable(phase, job=index, **info)
+    progress : bool or callable, optional
+        True for a bar over the snapshots, or
+        ``progress(phase, job=index, **info)``.
     names : sequence of str, optional
         The jobs' names.
-    Other parameters are those of ``emst_dask.emst`` (``box_size`` applies
-    to every source; "snapshot" reads each one's own).  There is no
-    ``partitions``: each job of a batch runs on one worker.
+    **options
+        Those of ``emst_dask.emst`` (``box_size`` applies to every source;
+        "snapshot" reads each one's own).  There is no ``partitions``: each
+        job of a batch runs on one worker.
 
     Returns
     -------

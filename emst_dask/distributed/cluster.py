@@ -1,9 +1,11 @@
 """The embedded default cluster: what runs a job when no scheduler is given."""
 from __future__ import annotations
 
+import ast
 import contextlib
 import logging
 import os
+import sys
 import threading
 
 from distributed import Nanny
@@ -56,6 +58,56 @@ def _release_environ():
                     os.environ[k] = v
 
 
+#: what to add to a script whose top level starts a process cluster
+GUARD_HINT = ('put the script\'s top-level code under  if __name__ == "__main__":  (worker '
+              'processes start by re-running the main module, which would run it again)')
+
+
+def _is_main_guard(node) -> bool:
+    """``if __name__ == "__main__":`` (either side of the ``==``)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    t = node.test
+    if len(t.ops) != 1 or not isinstance(t.ops[0], ast.Eq):
+        return False
+    sides = [t.left, t.comparators[0]]
+    names = [s.id for s in sides if isinstance(s, ast.Name)]
+    texts = [s.value for s in sides if isinstance(s, ast.Constant)]
+    return names == ["__name__"] and texts == ["__main__"]
+
+
+def unguarded_main() -> bool:
+    """Whether the main thread is running the top level of a script outside
+    ``if __name__ == "__main__":``.
+
+    Worker processes started by ``spawn`` or ``forkserver`` (distributed's
+    ``distributed.worker.multiprocessing-method``) import the main script
+    again; the code of such a line would run a second time in each of them,
+    and start a cluster of its own there.  False for an interactive session,
+    a notebook or ``python -c`` (nothing is re-imported), and whenever the
+    script's source cannot be read.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if not path or frame is None:
+        return False
+    line = None  # the main module's top-level line now running
+    while frame is not None:
+        if frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>":
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return not any(_is_main_guard(node) and node.lineno <= line <= node.end_lineno
+                   for node in ast.walk(tree))
+
+
 def visible_gpus() -> int:
     """GPUs a LocalCUDACluster would start one worker each for."""
     vis = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -84,6 +136,13 @@ class EmbeddedCluster:
 
     Scheduler and dashboard listen on 127.0.0.1 only: whoever reaches a
     Dask scheduler runs code on its workers.
+
+    Started from the top level of a script without
+    ``if __name__ == "__main__":`` (``unguarded_main``), where worker
+    processes would run the script again, the CPU cluster is one worker
+    thread in this process instead (``processes=False``): the same trees,
+    computed by the same kernels on all the cores.  A GPU cluster needs its
+    processes, and is refused with what to add.
 
     Parameters
     ----------
@@ -127,6 +186,22 @@ class EmbeddedCluster:
         kw = dict(threads_per_worker=1, dashboard_address=self.dashboard_address,
                   silence_logs=self.silence_logs, host="127.0.0.1",
                   worker_class=KeepEnvironNanny)
+        inline = unguarded_main()
+        if inline and (self.gpu or self.cluster_kwargs.get("processes")):
+            raise RuntimeError(f"the embedded {self.kind} starts worker processes: "
+                               f"{GUARD_HINT}")
+        if inline:
+            from distributed import LocalCluster
+
+            # one worker thread: numba's kernels bring their own threads, and
+            # two parallel launches from two threads at once are not safe
+            # (in-process transport: nothing listens but the dashboard)
+            kw.pop("host")
+            kw.update(n_workers=1, processes=False, worker_class=None)
+            kw.update({k: v for k, v in self.cluster_kwargs.items() if k != "n_workers"})
+            self.cluster = LocalCluster(**kw)
+            self.client = Client(self.cluster, set_as_default=False)
+            return self
         if self.gpu:
             try:
                 from dask_cuda import LocalCUDACluster

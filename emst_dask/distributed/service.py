@@ -34,7 +34,7 @@ from ..io.edge_store import check_edge_output
 from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
 from ..io.source import DaskPoints, is_in_memory, parse_columns
-from ..progress import ProgressBar, Relay
+from ..progress import ProgressBar, Relay, with_notices
 from .client import (check_outputs_reachable, client_for, connect, no_workers_timeout,
                      workers_may_see_other_files, workers_of)
 from .dispatch import WATCH_S, run_watched
@@ -266,6 +266,8 @@ def emst(source, *, client=None, out=None, min_samples=1, box_size=None, backend
         prep = prepare(source, remote_ok=workers_may_see_other_files(cl), **options)
         check_outputs_reachable(cl, prep.spec.output, prep.spec.clusters_output)
         callback, bar = progress_callback(progress, prep.spec.name)
+        followed = callback is not None
+        callback = with_notices(callback)
         if cl is None:
             blocks = []
             if prep.scattered:
@@ -277,15 +279,14 @@ def emst(source, *, client=None, out=None, min_samples=1, box_size=None, backend
             finally:
                 if bar:
                     bar.close()
-        relay = Relay(cl, prep.spec.topic, callback) if callback else None
+        relay = Relay(cl, prep.spec.topic, callback)
         try:
             res = run_job(cl, prep, timeout)
-            if relay:
+            if followed:  # the bar's last event may come just after the result
                 relay.wait_done()
             return res
         finally:
-            if relay:
-                relay.close()
+            relay.close()
             if bar:
                 bar.close()
 

@@ -289,6 +289,10 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
 
     points, exponent, box, period = scale_exactly(K, points, box_size)
     dtype = points.dtype  # float64 for a float32 cloud float32 cannot square
+    if getattr(K, "name", None) == "cpu":  # a first run compiles: say so
+        from ..kernels.cpu.cache import notice_if_cold
+
+        notice_if_cold(dtype, d, progress)
     bvh = construct_bvh(K, points, timers, box, period)
     mrd = min_samples > 1 or core_distances2 is not None
     if core_distances2 is not None:

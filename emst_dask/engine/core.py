@@ -33,7 +33,8 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
         coordinate in [0, L) (``check_in_box``): the minimum-image tree.
     sort_by_weight : bool
         Order the edges by (weight, source, target).
-    progress : callable(phase, **info), optional
+    progress : callable, optional
+        ``progress(phase, **info)``.
     hierarchy : bool
         CUDA only (ignored on the CPU): record Borůvka's picks for the
         HDBSCAN* dendrogram (``SpanningTree.hierarchy``); the edges then come

@@ -144,8 +144,8 @@ class HDBSCAN:
         X : (n, d) array, or any source ``emst_dask.emst`` takes (a Zarr
             snapshot, a .npy path, a dask array, a zarr object)
         y : ignored
-        progress : True or callable(phase, **info), optional
-            As for ``emst_dask.emst``.
+        progress : bool or callable, optional
+            True, or ``progress(phase, **info)``; as for ``emst_dask.emst``.
 
         Returns
         -------

@@ -300,9 +300,10 @@ def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20
     tree : SpanningTree, EdgeStore or edge store path, optional
         The Euclidean tree of these points (computed with the same
         ``box_size``): no tree is computed.  Computed in this process.
-    progress : True or callable(phase, **info), optional
-    **service_options : ``name``, ``storage_options``,
-        ``out_storage_options``, ``zarr_format``, ``threads``, ``timeout``.
+    progress : bool or callable, optional
+        True for a bar, or ``progress(phase, **info)``.
+    **service_options
+        ``name``, ``storage_options``, ``out_storage_options``, ``zarr_format``, ``threads``, ``timeout``.
 
     Returns
     -------
