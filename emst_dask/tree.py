@@ -67,7 +67,14 @@ class SpanningTree:
         the last bits); computed once."""
         if self._total is None:  # float64 accumulation, no float64 copy of the weights
             w = self.weight
-            self._total = float(w.sum(dtype=np.float64)) if len(w) else 0.0
+            if not len(w):
+                self._total = 0.0
+            elif type(w).__module__.startswith("cupy"):
+                from .kernels.cuda.sums import sum_float64
+
+                self._total = sum_float64(w)
+            else:
+                self._total = float(w.sum(dtype=np.float64))
         return self._total
 
     @property
