@@ -209,8 +209,9 @@ def _fill(group, tree, attrs, output, threads, report):
 
 
 def write_pieces(z, data, a, b, at, chunk) -> list:
-    """Writes of ``data[a:b]`` to ``z[at + a:at + b]``, several chunks each
-    (fewer calls; zarr encodes the chunks of one call concurrently)."""
+    """Writes of ``data[a:b]`` to ``z[at + a:at + b]``, four chunks each
+    (one device-to-host copy and one call per piece; each piece's chunks are
+    encoded on its writer thread, ``run_pieces``)."""
     step = chunk * 4
     return [(z, data, i, min(i + step, b), at) for i in range(a, b, step)]
 
