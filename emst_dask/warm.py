@@ -36,7 +36,12 @@ def compile_signature(sig):
     -------
     (sig, seconds)
     """
+    import logging
+
     import numpy as np
+
+    # this is the compiling the first-run notice tells of: it says nothing here
+    logging.getLogger("emst_dask").setLevel(logging.ERROR)
 
     from .api import emst
 
