@@ -16,9 +16,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .source import PointSource
+if TYPE_CHECKING:  # staging reads sources; sources import it only to stage themselves
+    from .source import PointSource
 
 
 def default_threads() -> int:
