@@ -15,8 +15,8 @@ def _box(values):
     """``--box-size``: nothing, "snapshot", or one or d numbers."""
     if not values:
         return None
-    if len(values) == 1 and values[0].strip().lower() == "snapshot":
-        return "snapshot"
+    if len(values) == 1 and values[0].strip().lower() in ("snapshot", "open"):
+        return values[0].strip().lower()
     try:  # "L", "Lx,Ly,Lz", or the option repeated
         out = [float(v) for text in values for v in text.split(",") if v.strip()]
     except ValueError:
@@ -32,9 +32,10 @@ def _box(values):
 @click.option("--absolute", is_flag=True,
               help="b in the points' units (default: in units of the mean separation "
                    "(V/n)^(1/d), V the box's volume or the bounding box's)")
-@click.option("--box-size", "box", multiple=True, metavar="L|Lx,Ly,Lz|snapshot",
+@click.option("--box-size", "box", multiple=True, metavar="L|Lx,Ly,Lz|snapshot|open",
               help="the periodic box [0, L): one length, or one per axis; 'snapshot' "
-                   "takes the snapshot's BoxSize attribute")
+                   "takes the snapshot's BoxSize (attribute, or Header/BoxSize); 'open': "
+                   "no box, for a snapshot that has one (otherwise refused)")
 @click.option("--min-members", "-m", default=20, show_default=True, type=int,
               help="the smallest group kept in the catalogue")
 @click.option("--velocities", default=None, metavar="NAME",

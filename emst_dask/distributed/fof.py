@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.checks import check_backend
-from ..io.source import is_in_memory
+from ..io.source import is_in_memory, visible_here
 from .faults import in_user_terms, refusing, unwrap
 from .job import DeferredSource, JobSpec, Reporter, _reported, done, read
 from .worker import apply_settings
@@ -89,9 +89,13 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
 
     check_backend(backend)
     loc = local_path(source) if is_pathlike(source) else None
-    remote = loc is not None and remote_ok and not os.path.exists(loc)
+    remote = loc is not None and remote_ok and not visible_here(loc)
     if not remote:
         array = position_member(source, array, columns, velocities, storage_options)
+    from ..products.fof_checks import OPEN, check_stated_box
+
+    open_space = isinstance(box_size, str) and box_size == OPEN
+    box_size = None if open_space else box_size
     # the box as every job takes it: lengths, or "snapshot" (the BoxSize
     # attribute, read here when the client sees the snapshot, else by the worker)
     prep = prepare(source, out=None, name=name, min_samples=1, backend=backend,
@@ -102,6 +106,8 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     check_catalogue_output(prep.spec.clusters_output)
     spec = prep.spec
     deferred = isinstance(spec.source, DeferredSource)
+    if box_size is None and not open_space and not deferred:
+        check_stated_box(None, spec.source)
     n, d = (None, None) if deferred else (spec.source.n, spec.source.d)
     job = FoFJob(values, single, relative, min_members)
     scattered = None
@@ -110,7 +116,8 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
         if deferred:
             job.velocities = DeferredSource(loc, velocities, None, storage_options)
         else:
-            job.velocities = velocities_source(source, velocities, n, d, storage_options)
+            job.velocities = velocities_source(source, velocities, n, d, storage_options,
+                                               array)
     elif velocities is not None:
         if type(velocities).__module__.startswith("cupy"):
             velocities = velocities.get()

@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import InputError
 from .catalogue import FoFCatalogue, check_catalogue_output
 from .fof_checks import (absolute_lengths, check_box_size, check_in_box,  # noqa: F401
-                         check_linking_lengths, check_min_members, check_velocities,
+                         check_linking_lengths, check_stated_box, check_min_members, check_velocities,
                          mean_separation)
 from .unwrap import image_shifts_any, image_shifts_host, image_shifts_xp, smallest_rows  # noqa: F401
 from .cuts import fof_labels
@@ -277,8 +277,11 @@ def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20
         The periodic box [0, L) per axis: distances are minimum-image, and
         the groups cross the faces.  Points must lie in [0, L) (a row
         outside is refused, named), and b < L/2 on every axis.  "snapshot":
-        the ``BoxSize`` attribute of the Zarr group ``source`` (a number or
-        d numbers; as nbodykit's catalogues carry it).  None: no box.
+        the ``BoxSize`` attribute of the Zarr group ``source`` or of its
+        ``Header`` group, or the ``Header/BoxSize`` of an HDF5 snapshot (a
+        number or d numbers).  None: no box; refused for a snapshot that
+        has a ``BoxSize`` (its groups would be cut at the faces): "open"
+        asks for groups in open space there.
     min_members : int >= 1, default 20
         Groups of fewer points get label -1 and no catalogue row.
     velocities : (n, d) array, the name of an array of the Zarr group
@@ -404,6 +407,7 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         where = src.describe()
         points = None  # read below, after every check that needs no coordinates
     n, d = (points.shape if points is not None else (src.n, src.d))
+    box_size = check_stated_box(box_size, src if points is None else None)
     if isinstance(box_size, str) and points is None:
         box = source_box_size(box_size, src)  # "snapshot": its BoxSize attribute
     elif isinstance(box_size, str) and box_size == "snapshot":
@@ -413,7 +417,7 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         box = check_box_size(box_size, d)
     vel_name = velocities if isinstance(velocities, str) else None
     if vel_name is not None:
-        velocities = read_velocities(source, vel_name, n, d, storage_options)
+        velocities = read_velocities(source, vel_name, n, d, storage_options, array)
     elif velocities is not None:
         velocities = check_velocities(velocities, n, d)
     output = check_catalogue_output(resolve_output(

@@ -131,3 +131,42 @@ def check_velocities(velocities, n: int, d: int):
             raise InputError(f"velocities row {int(xp.argmax(bad))} is NaN or inf "
                              f"({int(bad.sum())} row(s))")
     return v
+
+
+#: ``box_size`` for groups in open space on purpose, in a snapshot with a box
+OPEN = "open"
+
+
+def check_stated_box(box_size, src):
+    """``box_size`` with ``"open"`` made None; refuse None for a snapshot
+    that declares a periodic box (``BoxSize``).
+
+    Groups in open space in a periodic snapshot are cut at the faces: a
+    halo across a face becomes two.  That is never what the snapshot
+    means, so it must be asked for by name.
+
+    Parameters
+    ----------
+    box_size : None, lengths, "snapshot" or "open"
+    src : PointSource or None (an in-memory array: nothing to read)
+
+    Returns
+    -------
+    box_size, or None for "open"
+    """
+    if isinstance(box_size, str) and box_size == OPEN:
+        return None
+    if box_size is None and src is not None:
+        from ..io.checks import BOX_SIZE_ATTR
+
+        try:
+            box = src.attribute(BOX_SIZE_ATTR)
+        except InputError:
+            box = None
+        if box is not None:
+            raise InputError(
+                f"{src.where}: the snapshot has a periodic box ({BOX_SIZE_ATTR} = {box}), "
+                "but no box_size was given: its groups would be cut at the faces. Give "
+                "box_size='snapshot' (--box-size snapshot) for periodic groups, or "
+                "box_size='open' (--box-size open) for groups in open space")
+    return box_size
