@@ -15,7 +15,6 @@ def write_gadget(path, pos, *, box=1.0, vel=None, ids=None, masses=None, files=1
     Returns the list of files."""
     import h5py
 
-    n = len(pos)
     others = dict(others or {})
     types = {ptype: (pos, vel, ids, masses)}
     for t, p in others.items():

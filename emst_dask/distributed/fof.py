@@ -23,7 +23,6 @@ velocities) is refused by the worker before the tree is computed.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +55,10 @@ class FoFJob:
         choose the positions of.
     velocities_label : str or None
         What the store records about the velocities.
+    ids, masses : PointSource (one column of the snapshot), str (its name,
+        for a snapshot the client could not see), (n,) array, or None
+    member_labels : dict
+        What the store records about the IDs and masses.
     """
 
     values: Any
@@ -65,13 +68,16 @@ class FoFJob:
     velocities: Any = None
     velocities_name: str | None = None
     velocities_label: str | None = None
+    ids: Any = None
+    masses: Any = None
+    member_labels: dict | None = None
 
 
 # --------------------------------------------------------------------------
 # on the client
 # --------------------------------------------------------------------------
 def prepare_fof(source, values, single, relative, box_size, min_members, velocities, *,
-                out, overwrite, columns, array, backend, name=None, storage_options=None,
+                out, overwrite, ids=None, masses=None, columns, array, backend, name=None, storage_options=None,
                 out_storage_options=None, zarr_format=3, threads=None, remote_ok=False):
     """Check a friends-of-friends job on the client; nothing is read.
 
@@ -84,7 +90,8 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     from ..io.paths import is_pathlike, local_path
     from ..products.catalogue import check_catalogue_output
     from ..products.fof import check_velocities
-    from ..products.snapshots import position_member, velocities_source
+    from ..products.fof_checks import check_ids, check_masses
+    from ..products.snapshots import member_source, position_member, velocities_source
     from .service import prepare
 
     check_backend(backend)
@@ -125,7 +132,44 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
         if not deferred:
             scattered = check_velocities(scattered, n, d)
         job.velocities_label = "array"
+    job.member_labels = {}
+    for key, value in (("ids", ids), ("masses", masses)):
+        if isinstance(value, str):
+            job.member_labels[key] = value
+            setattr(job, key, value if deferred else member_source(
+                source, value, n, what=key, array=array, storage_options=storage_options,
+                d=1))
+        elif value is not None:
+            job.member_labels[key] = "array"
+            if type(value).__module__.startswith("cupy"):
+                value = value.get()
+            value = np.asarray(value)
+            if not deferred:
+                value = check_ids(value, n) if key == "ids" else check_masses(value, n)
+            setattr(job, key, value)
     return prep, job, scattered
+
+
+def _members_here(spec, job, n):
+    """The job's IDs and masses as checked (n,) arrays, read here."""
+    from ..io.source import PointSource
+    from ..products.fof_checks import check_ids, check_masses
+    from ..products.snapshots import member_source, read_column
+
+    out = []
+    for key, check in (("ids", check_ids), ("masses", check_masses)):
+        value = getattr(job, key)
+        if isinstance(value, str):  # a snapshot the client could not see
+            src = spec.source
+            value = member_source(src.path, value, n, what=key, array=src.array,
+                                  storage_options=src.storage_options, d=1)
+        if isinstance(value, PointSource):
+            if value.n != n:
+                raise InputError(f"{key} {value.where} has {value.n} rows; the positions "
+                                 f"{n}")
+            value = read_column(value)
+        out.append(None if value is None else check(value, n))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -154,6 +198,7 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
         velocities = src.read_all()
     elif velocities is not None:
         velocities = check_velocities(np.asarray(velocities), n, d)
+    ids, masses = _members_here(spec, job, n)
     lengths = absolute_lengths(np.asarray(job.values, np.float64), job.relative, points, box)
     report("tree")
     t0 = time.perf_counter()
@@ -163,10 +208,11 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
     report("fof")
     cat = catalogue_of_tree(points, tree, lengths, job.single, job.min_members, box,
                             velocities, relative=job.relative, given=job.values,
-                            timings=timings)
+                            timings=timings, ids=ids, masses=masses)
     if spec.clusters_output is not None:
         res = write_fof(spec.clusters_output, cat, input=spec.input,
-                        velocities=job.velocities_label, job=spec.name)
+                        velocities=job.velocities_label, job=spec.name,
+                        **(job.member_labels or {}))
     else:
         res = cat.to_host()
     done(spec, report, tree)
@@ -213,7 +259,7 @@ def fof_task(spec: JobSpec, job: FoFJob, staged, velocities=None):
 # the call
 # --------------------------------------------------------------------------
 def fof_service(source, values, single, relative, box_size, min_members, velocities, *,
-                backend="auto", client=None, out=None, overwrite=False, columns=None,
+                ids=None, masses=None, backend="auto", client=None, out=None, overwrite=False, columns=None,
                 array=None, progress=None, name=None, storage_options=None,
                 out_storage_options=None, zarr_format=3, threads=None, timeout=None):
     """``emst_dask.fof`` on a Dask worker (or, with ``client=False``, here
@@ -228,7 +274,8 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
 
     if client is None and is_in_memory(source):
         client = False
-    options = dict(out=out, overwrite=overwrite, columns=columns, array=array, backend=backend,
+    options = dict(out=out, overwrite=overwrite, ids=ids, masses=masses, columns=columns,
+                   array=array, backend=backend,
                    name=name, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
                    threads=threads)
