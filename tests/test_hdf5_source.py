@@ -246,3 +246,46 @@ def test_a_damaged_dataset_is_named_not_read_as_zeros(tmp_path):
     with pytest.raises(InputError, match=r"c.hdf5: cannot read dataset PartType1/Coordinates "
                                          r"rows"):
         resolve_source(path).read_all()
+
+
+def test_a_swift_style_virtual_file_over_a_set(tmp_path):
+    """SWIFT writes a one-file view of a multi-file snapshot whose datasets
+    are virtual (no storage of their own): read through to the files."""
+    x = cloud(900)
+    files = write_gadget(str(tmp_path / "part"), x, files=3)
+    cuts = np.linspace(0, len(x), 4).astype(int)
+    layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
+    for k, f in enumerate(files):
+        layout[cuts[k]:cuts[k + 1]] = h5py.VirtualSource(f, "PartType1/Coordinates",
+                                                         shape=(cuts[k + 1] - cuts[k], 3))
+    path = str(tmp_path / "virtual.hdf5")
+    with h5py.File(path, "w") as f, h5py.File(files[0], "r") as g:
+        h = f.create_group("Header")
+        for key, v in g["Header"].attrs.items():
+            h.attrs[key] = v
+        h.attrs["NumFilesPerSnapshot"] = np.int32(1)
+        h.attrs["NumPart_ThisFile"] = np.array([0, len(x), 0, 0, 0, 0], np.int32)
+        f.create_group("PartType1").create_virtual_dataset("Coordinates", layout)
+    np.testing.assert_array_equal(resolve_source(path).read_all(), x)
+
+
+def test_a_header_box_of_zero_declares_no_box(tmp_path):
+    x = cloud(500) * 3.0  # a non-periodic run: BoxSize 0, coordinates anywhere
+    path = write_gadget(str(tmp_path / "iso.hdf5"), x, box=0.0)[0]
+    cat = emst_dask.fof(path, 0.2, min_members=5, client=False)
+    np.testing.assert_array_equal(cat.labels, emst_dask.fof(x, 0.2, min_members=5).labels)
+    with pytest.raises(InputError, match="box_size lengths must be finite and > 0"):
+        emst_dask.fof(path, 0.2, box_size="snapshot", client=False)
+
+
+def test_a_file_changed_after_it_was_opened_is_named(tmp_path):
+    x = cloud(600)
+    files = write_gadget(str(tmp_path / "snap"), x, files=2)
+    src = resolve_source(str(tmp_path / "snap"))
+    write_gadget(str(tmp_path / "other"), cloud(500), files=2)
+    import shutil
+
+    shutil.copy(str(tmp_path / "other.1.hdf5"), files[1])
+    with pytest.raises(InputError, match=r"snap.1.hdf5: dataset PartType1/Coordinates: 250 "
+                                         r"rows where 300 rows were found"):
+        src.read_all()

@@ -225,8 +225,8 @@ def _check_agree(files):
 
 def _allocated(dset, path, name):
     """Refuse a dataset whose storage HDF5 never wrote (read as its fill value)."""
-    if dset.size == 0:
-        return
+    if dset.size == 0 or getattr(dset, "is_virtual", False) or dset.external:
+        return  # a virtual (SWIFT's one-file view of a set) or external dataset: no own storage
     dsid = dset.id
     if dset.chunks is None:
         if dsid.get_storage_size() == 0:
@@ -436,7 +436,18 @@ class HDF5Points(PointSource):
         if cache is None:
             cache = self._local.files = {}
         if k not in cache:
-            cache[k] = _open(self.files[k])
+            f = _open(self.files[k])
+            # again where it is read: the file may have changed since it was resolved
+            a, b = self.file_rows[k]
+            dset = f.get(self.dataset)
+            if dset is None or dset.shape[0] != b - a:
+                got = "no dataset" if dset is None else f"{dset.shape[0]} rows"
+                f.close()
+                raise InputError(f"{self.files[k]}: dataset {self.dataset}: {got} where "
+                                 f"{b - a} rows were found when the snapshot was opened; "
+                                 "the file changed")
+            _allocated(dset, self.files[k], self.dataset)
+            cache[k] = f
         return cache[k]
 
     def read(self, start: int, stop: int) -> np.ndarray:

@@ -163,7 +163,13 @@ def check_stated_box(box_size, src):
             box = src.attribute(BOX_SIZE_ATTR)
         except InputError:
             box = None
-        if box is not None:
+        # a BoxSize of 0 (a non-periodic run's header) declares no box
+        try:
+            declared = box is not None and bool(np.size(box)) and \
+                bool(np.all(np.asarray(box, float) > 0))
+        except (TypeError, ValueError):  # not lengths: box_size="snapshot" says so
+            declared = True
+        if declared:
             raise InputError(
                 f"{src.where}: the snapshot has a periodic box ({BOX_SIZE_ATTR} = {box}), "
                 "but no box_size was given: its groups would be cut at the faces. Give "
