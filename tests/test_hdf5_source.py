@@ -289,3 +289,18 @@ def test_a_file_changed_after_it_was_opened_is_named(tmp_path):
     with pytest.raises(InputError, match=r"snap.1.hdf5: dataset PartType1/Coordinates: 250 "
                                          r"rows where 300 rows were found"):
         src.read_all()
+
+
+def test_a_box_the_client_could_not_see_is_refused_by_the_worker(snap, client, monkeypatch):
+    """A snapshot on the workers' disks only: the worker finds its box and
+    refuses no box_size as the client would have."""
+    import emst_dask.distributed.client as dc
+    import emst_dask.distributed.fof as dfof
+
+    monkeypatch.setattr(dfof, "visible_here", lambda loc: False)
+    monkeypatch.setattr(dc, "workers_may_see_other_files", lambda cl: True)
+    with pytest.raises(InputError, match=r"periodic box \(BoxSize = 1.0\)"):
+        emst_dask.fof(snap["one"], 0.2, min_members=5, client=client)
+    got = emst_dask.fof(snap["one"], 0.2, min_members=5, client=client, box_size="open")
+    np.testing.assert_array_equal(got.labels,
+                                  emst_dask.fof(snap["x"], 0.2, min_members=5).labels)

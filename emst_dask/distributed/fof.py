@@ -59,6 +59,8 @@ class FoFJob:
         for a snapshot the client could not see), (n,) array, or None
     member_labels : dict
         What the store records about the IDs and masses.
+    open_space : bool
+        ``box_size="open"``: no box, even for a snapshot that has one.
     """
 
     values: Any
@@ -71,6 +73,7 @@ class FoFJob:
     ids: Any = None
     masses: Any = None
     member_labels: dict | None = None
+    open_space: bool = False
 
 
 # --------------------------------------------------------------------------
@@ -116,7 +119,7 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     if box_size is None and not open_space and not deferred:
         check_stated_box(None, spec.source)
     n, d = (None, None) if deferred else (spec.source.n, spec.source.d)
-    job = FoFJob(values, single, relative, min_members)
+    job = FoFJob(values, single, relative, min_members, open_space=open_space)
     scattered = None
     if isinstance(velocities, str):
         job.velocities_name = job.velocities_label = velocities
@@ -220,13 +223,18 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
 
 
 def _choose_positions(spec: JobSpec, job: FoFJob):
-    """A snapshot the client could not list: its position array, chosen here."""
+    """A snapshot the client could not list: its position array chosen
+    here, and a box it declares and the job did not state refused here."""
     src = spec.source
     if isinstance(src, DeferredSource) and src.array is None and src.columns is None:
         from ..products.snapshots import position_member
 
         src.array = position_member(src.path, None, None, job.velocities_name,
                                     src.storage_options)
+    if isinstance(src, DeferredSource) and spec.box_size is None and not job.open_space:
+        from ..products.fof_checks import check_stated_box
+
+        check_stated_box(None, src.resolve())
 
 
 @refusing
