@@ -304,3 +304,21 @@ def test_a_box_the_client_could_not_see_is_refused_by_the_worker(snap, client, m
     got = emst_dask.fof(snap["one"], 0.2, min_members=5, client=client, box_size="open")
     np.testing.assert_array_equal(got.labels,
                                   emst_dask.fof(snap["x"], 0.2, min_members=5).labels)
+
+
+def test_emst_dask_run_on_a_multi_file_snapshot(snap):
+    from emst_dask.cli import main
+    from emst_dask.io import open_edges
+
+    out = snap["tmp"] / "edges.zarr"
+    run = CliRunner().invoke(main, ["run", snap["stem"], "--box-size", "snapshot", "--out",
+                                    str(out), "--in-process"])
+    assert run.exit_code == 0, run.output
+    store = open_edges(str(out))
+    assert store.attrs["input"] == resolve_source(snap["stem"]).where
+    assert store.attrs["box_size"] == [1.0, 1.0, 1.0]
+    here = emst_dask.emst(snap["x"], box_size=1.0)
+    assert store.load().total_weight == here.total_weight
+    bad = CliRunner().invoke(main, ["run", snap["stem"], "--array", "PartType0", "--out",
+                                    str(snap["tmp"] / "e2.zarr"), "--in-process"])
+    assert bad.exit_code == 2 and "no particle type PartType0" in bad.output, bad.output
