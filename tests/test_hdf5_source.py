@@ -296,11 +296,24 @@ def test_a_box_the_client_could_not_see_is_refused_by_the_worker(snap, client, m
     refuses no box_size as the client would have."""
     import emst_dask.distributed.client as dc
     import emst_dask.distributed.fof as dfof
+    import emst_dask.distributed.service as ds
+    from emst_dask.distributed.job import DeferredSource
 
     monkeypatch.setattr(dfof, "visible_here", lambda loc: False)
+    monkeypatch.setattr(ds, "visible_here", lambda loc: False)
     monkeypatch.setattr(dc, "workers_may_see_other_files", lambda cl: True)
+    deferred = []
+    prepare = dfof.prepare_fof
+
+    def spy(*a, **k):
+        out = prepare(*a, **k)
+        deferred.append(isinstance(out[0].spec.source, DeferredSource))
+        return out
+
+    monkeypatch.setattr(dfof, "prepare_fof", spy)
     with pytest.raises(InputError, match=r"periodic box \(BoxSize = 1.0\)"):
         emst_dask.fof(snap["one"], 0.2, min_members=5, client=client)
+    assert deferred == [True]  # the worker resolved the snapshot and refused
     got = emst_dask.fof(snap["one"], 0.2, min_members=5, client=client, box_size="open")
     np.testing.assert_array_equal(got.labels,
                                   emst_dask.fof(snap["x"], 0.2, min_members=5).labels)
