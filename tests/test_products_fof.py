@@ -441,7 +441,7 @@ def test_service_from_a_snapshot(client, tmp_path):
     snap = write_snapshot(tmp_path / "snap.zarr", pts, vel, box=1.0)
     here = emst_dask.fof(pts, [0.15, 0.2], min_members=5, velocities=vel, backend="cpu")
     store = emst_dask.fof(snap, [0.15, 0.2], min_members=5, velocities="Velocity",
-                          client=client, out=str(tmp_path / "halos.zarr"))
+                          client=client, out=str(tmp_path / "halos.zarr"), box_size="open")
     assert store.attrs["velocities"] == "Velocity" and store.attrs["input"].endswith("Position")
     got = store.load()
     np.testing.assert_array_equal(got.labels, here.labels)
@@ -449,8 +449,12 @@ def test_service_from_a_snapshot(client, tmp_path):
         for name in ("length", "position", "velocity"):
             np.testing.assert_array_equal(got.groups(k)[name], here.groups(k)[name])
     # without out=: the catalogue comes back; client=False runs the same phases here
-    back = emst_dask.fof(snap, 0.2, min_members=5, client=client)
-    inline = emst_dask.fof(snap, 0.2, min_members=5, client=False)
+    back = emst_dask.fof(snap, 0.2, min_members=5, client=client, box_size="open")
+    inline = emst_dask.fof(snap, 0.2, min_members=5, client=False, box_size="open")
+    # a snapshot with a box, and no box_size: refused, naming the box and the options
+    for where in (client, False):
+        with pytest.raises(InputError, match=r"periodic box \(BoxSize = 1.0\).*--box-size"):
+            emst_dask.fof(snap, 0.2, min_members=5, client=where)
     np.testing.assert_array_equal(back.labels, here.labels[1])
     np.testing.assert_array_equal(inline.position, here.position[1])
     assert back.velocity is None
@@ -490,7 +494,7 @@ def test_command_line(tmp_path):
     out = tmp_path / "halos.zarr"
     run = CliRunner().invoke(main, ["fof", snap, "-b", "0.15", "-b", "0.2", "--min-members",
                                     "5", "--velocities", "Velocity", "--out", str(out),
-                                    "--in-process"])
+                                    "--in-process", "--box-size", "open"])
     assert run.exit_code == 0, run.output
     here = emst_dask.fof(pts, [0.15, 0.2], min_members=5, backend="cpu")
     assert f"groups={here.n_groups[1]} " in run.output
@@ -498,7 +502,8 @@ def test_command_line(tmp_path):
     got = open_fof(str(out)).load()
     np.testing.assert_array_equal(got.labels, here.labels)
     assert got.velocity is not None
-    again = CliRunner().invoke(main, ["fof", snap, "--out", str(out), "--in-process"])
+    again = CliRunner().invoke(main, ["fof", snap, "--out", str(out), "--in-process",
+                                      "--box-size", "open"])
     assert again.exit_code == 2 and "Error:" in again.output and "exists" in again.output
     bad = CliRunner().invoke(main, ["fof", snap, "-b", "-1", "--out", str(tmp_path / "x.zarr"),
                                     "--in-process"])
@@ -515,7 +520,8 @@ def test_command_line(tmp_path):
     tree = tmp_path / "tree.zarr"
     emst(pts, backend="cpu", out=str(tree))
     reuse = CliRunner().invoke(main, ["fof", snap, "-b", "0.2", "--min-members", "5",
-                                      "--tree", str(tree), "--out", str(tmp_path / "r.zarr")])
+                                      "--tree", str(tree), "--out", str(tmp_path / "r.zarr"),
+                                      "--box-size", "open"])
     assert reuse.exit_code == 0, reuse.output
     np.testing.assert_array_equal(open_fof(str(tmp_path / "r.zarr")).load().labels,
                                   here.labels[1])

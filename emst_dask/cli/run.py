@@ -52,7 +52,8 @@ from .errors import UserError
                    "exact tree); 'auto': only when it does not fit one worker")
 @click.option("--box-size", default=None, metavar="L|Lx,Ly,Lz|snapshot",
               help="a periodic box: distances under the minimum image, coordinates in "
-                   "[0, L); 'snapshot': the BoxSize attribute of the Zarr snapshot")
+                   "[0, L); 'snapshot': the snapshot's BoxSize (a Zarr attribute, or "
+                   "Header/BoxSize)")
 def run(source, out, scheduler, scheduler_file, min_samples, columns, array, backend, sort,
         timings, overwrite, progress, in_process, zarr_format, detach, name, partitions,
         box_size):
@@ -60,7 +61,8 @@ def run(source, out, scheduler, scheduler_file, min_samples, columns, array, bac
 
     SOURCE is an (n, d) array in a .npy file or a Zarr snapshot (v2 or v3):
     one (n, d) array, or a group holding it (--array) or d 1-D coordinate
-    arrays (--columns x,y,z).  With --scheduler or --scheduler-file the job
+    arrays (--columns x,y,z); or a Gadget/Arepo/SWIFT HDF5 snapshot (a file,
+    or the files of one by its stem or a glob; --array PartType1).  With --scheduler or --scheduler-file the job
     runs on that Dask cluster (its workers read SOURCE and write EDGES, so
     both must be paths the workers see); without, a .npy cloud is computed
     in this process and anything involving Zarr on the embedded default

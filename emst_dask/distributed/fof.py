@@ -23,7 +23,6 @@ velocities) is refused by the worker before the tree is computed.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +31,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.checks import check_backend
-from ..io.source import is_in_memory
+from ..io.source import is_in_memory, visible_here
 from .faults import in_user_terms, refusing, unwrap
 from .job import DeferredSource, JobSpec, Reporter, _reported, done, read
 from .worker import apply_settings
@@ -56,6 +55,12 @@ class FoFJob:
         choose the positions of.
     velocities_label : str or None
         What the store records about the velocities.
+    ids, masses : PointSource (one column of the snapshot), str (its name,
+        for a snapshot the client could not see), (n,) array, or None
+    member_labels : dict
+        What the store records about the IDs and masses.
+    open_space : bool
+        ``box_size="open"``: no box, even for a snapshot that has one.
     """
 
     values: Any
@@ -65,13 +70,17 @@ class FoFJob:
     velocities: Any = None
     velocities_name: str | None = None
     velocities_label: str | None = None
+    ids: Any = None
+    masses: Any = None
+    member_labels: dict | None = None
+    open_space: bool = False
 
 
 # --------------------------------------------------------------------------
 # on the client
 # --------------------------------------------------------------------------
 def prepare_fof(source, values, single, relative, box_size, min_members, velocities, *,
-                out, overwrite, columns, array, backend, name=None, storage_options=None,
+                out, overwrite, ids=None, masses=None, columns, array, backend, name=None, storage_options=None,
                 out_storage_options=None, zarr_format=3, threads=None, remote_ok=False):
     """Check a friends-of-friends job on the client; nothing is read.
 
@@ -84,14 +93,19 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     from ..io.paths import is_pathlike, local_path
     from ..products.catalogue import check_catalogue_output
     from ..products.fof import check_velocities
-    from ..products.snapshots import position_member, velocities_source
+    from ..products.fof_checks import check_ids, check_masses
+    from ..products.snapshots import member_source, position_member, velocities_source
     from .service import prepare
 
     check_backend(backend)
     loc = local_path(source) if is_pathlike(source) else None
-    remote = loc is not None and remote_ok and not os.path.exists(loc)
+    remote = loc is not None and remote_ok and not visible_here(loc)
     if not remote:
         array = position_member(source, array, columns, velocities, storage_options)
+    from ..products.fof_checks import OPEN, check_stated_box
+
+    open_space = isinstance(box_size, str) and box_size == OPEN
+    box_size = None if open_space else box_size
     # the box as every job takes it: lengths, or "snapshot" (the BoxSize
     # attribute, read here when the client sees the snapshot, else by the worker)
     prep = prepare(source, out=None, name=name, min_samples=1, backend=backend,
@@ -102,15 +116,18 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     check_catalogue_output(prep.spec.clusters_output)
     spec = prep.spec
     deferred = isinstance(spec.source, DeferredSource)
+    if box_size is None and not open_space and not deferred:
+        check_stated_box(None, spec.source)
     n, d = (None, None) if deferred else (spec.source.n, spec.source.d)
-    job = FoFJob(values, single, relative, min_members)
+    job = FoFJob(values, single, relative, min_members, open_space=open_space)
     scattered = None
     if isinstance(velocities, str):
         job.velocities_name = job.velocities_label = velocities
         if deferred:
             job.velocities = DeferredSource(loc, velocities, None, storage_options)
         else:
-            job.velocities = velocities_source(source, velocities, n, d, storage_options)
+            job.velocities = velocities_source(source, velocities, n, d, storage_options,
+                                               array)
     elif velocities is not None:
         if type(velocities).__module__.startswith("cupy"):
             velocities = velocities.get()
@@ -118,7 +135,44 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
         if not deferred:
             scattered = check_velocities(scattered, n, d)
         job.velocities_label = "array"
+    job.member_labels = {}
+    for key, value in (("ids", ids), ("masses", masses)):
+        if isinstance(value, str):
+            job.member_labels[key] = value
+            setattr(job, key, value if deferred else member_source(
+                source, value, n, what=key, array=array, storage_options=storage_options,
+                d=1))
+        elif value is not None:
+            job.member_labels[key] = "array"
+            if type(value).__module__.startswith("cupy"):
+                value = value.get()
+            value = np.asarray(value)
+            if not deferred:
+                value = check_ids(value, n) if key == "ids" else check_masses(value, n)
+            setattr(job, key, value)
     return prep, job, scattered
+
+
+def _members_here(spec, job, n):
+    """The job's IDs and masses as checked (n,) arrays, read here."""
+    from ..io.source import PointSource
+    from ..products.fof_checks import check_ids, check_masses
+    from ..products.snapshots import member_source, read_column
+
+    out = []
+    for key, check in (("ids", check_ids), ("masses", check_masses)):
+        value = getattr(job, key)
+        if isinstance(value, str):  # a snapshot the client could not see
+            src = spec.source
+            value = member_source(src.path, value, n, what=key, array=src.array,
+                                  storage_options=src.storage_options, d=1)
+        if isinstance(value, PointSource):
+            if value.n != n:
+                raise InputError(f"{key} {value.where} has {value.n} rows; the positions "
+                                 f"{n}")
+            value = read_column(value)
+        out.append(None if value is None else check(value, n))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -147,6 +201,7 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
         velocities = src.read_all()
     elif velocities is not None:
         velocities = check_velocities(np.asarray(velocities), n, d)
+    ids, masses = _members_here(spec, job, n)
     lengths = absolute_lengths(np.asarray(job.values, np.float64), job.relative, points, box)
     report("tree")
     t0 = time.perf_counter()
@@ -156,10 +211,11 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
     report("fof")
     cat = catalogue_of_tree(points, tree, lengths, job.single, job.min_members, box,
                             velocities, relative=job.relative, given=job.values,
-                            timings=timings)
+                            timings=timings, ids=ids, masses=masses)
     if spec.clusters_output is not None:
         res = write_fof(spec.clusters_output, cat, input=spec.input,
-                        velocities=job.velocities_label, job=spec.name)
+                        velocities=job.velocities_label, job=spec.name,
+                        **(job.member_labels or {}))
     else:
         res = cat.to_host()
     done(spec, report, tree)
@@ -167,13 +223,18 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
 
 
 def _choose_positions(spec: JobSpec, job: FoFJob):
-    """A snapshot the client could not list: its position array, chosen here."""
+    """A snapshot the client could not list: its position array chosen
+    here, and a box it declares and the job did not state refused here."""
     src = spec.source
     if isinstance(src, DeferredSource) and src.array is None and src.columns is None:
         from ..products.snapshots import position_member
 
         src.array = position_member(src.path, None, None, job.velocities_name,
                                     src.storage_options)
+    if isinstance(src, DeferredSource) and spec.box_size is None and not job.open_space:
+        from ..products.fof_checks import check_stated_box
+
+        check_stated_box(None, src.resolve())
 
 
 @refusing
@@ -206,7 +267,7 @@ def fof_task(spec: JobSpec, job: FoFJob, staged, velocities=None):
 # the call
 # --------------------------------------------------------------------------
 def fof_service(source, values, single, relative, box_size, min_members, velocities, *,
-                backend="auto", client=None, out=None, overwrite=False, columns=None,
+                ids=None, masses=None, backend="auto", client=None, out=None, overwrite=False, columns=None,
                 array=None, progress=None, name=None, storage_options=None,
                 out_storage_options=None, zarr_format=3, threads=None, timeout=None):
     """``emst_dask.fof`` on a Dask worker (or, with ``client=False``, here
@@ -221,7 +282,8 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
 
     if client is None and is_in_memory(source):
         client = False
-    options = dict(out=out, overwrite=overwrite, columns=columns, array=array, backend=backend,
+    options = dict(out=out, overwrite=overwrite, ids=ids, masses=masses, columns=columns,
+                   array=array, backend=backend,
                    name=name, storage_options=storage_options,
                    out_storage_options=out_storage_options, zarr_format=zarr_format,
                    threads=threads)

@@ -33,7 +33,7 @@ from ..io.checks import check_backend, check_box_size, check_min_samples, source
 from ..io.edge_store import check_edge_output
 from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
-from ..io.source import DaskPoints, is_in_memory, parse_columns
+from ..io.source import DaskPoints, is_in_memory, parse_columns, visible_here
 from ..progress import ProgressBar, Relay, with_notices
 from .client import (check_outputs_reachable, client_for, connect, no_workers_timeout,
                      workers_may_see_other_files, workers_of)
@@ -86,7 +86,7 @@ def prepare(source, *, out=None, name=None, min_samples=1, backend="auto",
     columns = parse_columns(columns)
     data, from_blocks = None, False
     loc = local_path(source) if is_pathlike(source) else None
-    if loc is not None and remote_ok and not os.path.exists(loc):
+    if loc is not None and remote_ok and not visible_here(loc):
         src = DeferredSource(loc, array, columns, storage_options)
         job_source, where, location = src, src.describe(), loc
     else:

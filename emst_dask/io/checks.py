@@ -277,7 +277,9 @@ BOX_SIZE_ATTR = "BoxSize"
 
 def source_box_size(box_size, source):
     """``check_box_size`` for a point source; "snapshot" reads the source's
-    ``BoxSize`` attribute (a Zarr snapshot's), an error if it has none.
+    ``BoxSize`` attribute (of a Zarr snapshot's array or group or its
+    ``Header`` group; of an HDF5 snapshot's ``Header``), an error if it has
+    none.
 
     Parameters
     ----------
@@ -293,7 +295,8 @@ def source_box_size(box_size, source):
             raise InputError(f"box_size must be lengths, 'snapshot' or None; got {box_size!r}")
         value = source.attribute(BOX_SIZE_ATTR)
         if value is None:
-            raise InputError(f"{source.where}: has no {BOX_SIZE_ATTR} attribute, so "
-                             "box_size='snapshot' has no box to take; give the lengths")
+            raise InputError(f"{source.where}: has no {BOX_SIZE_ATTR} attribute (nor a "
+                             f"Header group with one), so box_size='snapshot' has no box "
+                             "to take; give the lengths")
         return check_box_size(value, source.d)
     return check_box_size(box_size, source.d)

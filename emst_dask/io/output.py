@@ -69,13 +69,14 @@ _EDGE_KEYS = frozenset({
 _CLUSTER_ENTRIES = re.compile(
     r"^(labels|probabilities|outlier_scores|persistence|condensed"
     r"|condensed/(parent|child|child_size|lambda_val)"
-    r"|catalogue|catalogue/\d+|catalogue/\d+/(length|position|velocity))$")
+    r"|catalogue|catalogue/\d+|catalogue/\d+/(length|position|velocity"
+    r"|GroupLen|GroupPos|GroupVel|GroupMass|GroupOffset|IDs))$")
 _CLUSTER_KEYS = frozenset({
     "format", "complete", "version", "kind", "n", "d", "input", "job", "seconds",
     "n_clusters", "selected", "min_samples", "min_cluster_size", "cluster_selection_method",
     "allow_single_cluster", "cluster_selection_epsilon", "max_cluster_size",
     "linking_lengths", "linking_length", "linking_length_given", "relative", "box_size",
-    "min_members", "n_groups", "single", "velocities"})
+    "min_members", "n_groups", "single", "velocities", "ids", "masses"})
 _SNAPSHOT_ENTRIES = re.compile(r"^points$")
 _SNAPSHOT_KEYS = frozenset({SNAPSHOT_ATTR, "n", "d", "seed"})
 

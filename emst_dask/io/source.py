@@ -367,11 +367,13 @@ def resolve_source(source, *, array: str | None = None, columns=None,
 
     Parameters
     ----------
-    source : path or URL (Zarr v2/v3 store, .npy file), zarr.Array,
+    source : path or URL (Zarr v2/v3 store, .npy file), an HDF5 file or
+        snapshot (its file, the stem or a glob of its files: ``io.hdf5_source``), zarr.Array,
         zarr.Group, dask array, numpy/cupy array, or a PointSource
     array : str, optional
         The (n, d) member of a Zarr group (a path inside it, e.g.
-        ``"PartType1/Coordinates"``).
+        ``"PartType1/Coordinates"``); of an HDF5 snapshot, a particle type
+        (``"PartType1"``) or a dataset (``"PartType1/Coordinates"``).
     columns : sequence of str or "x,y,z", optional
         The 1-D coordinate members of a Zarr group, in order.
     storage_options : dict, optional
@@ -406,8 +408,16 @@ def resolve_source(source, *, array: str | None = None, columns=None,
         loc = local_path(source)
         if loc is None:
             return zarr_source.resolve(str(source), array, columns, storage_options)
+        from . import hdf5_source
+
+        files = hdf5_source.snapshot_files(loc)
+        if files:  # an HDF5 file, or a snapshot's files by a stem or a glob
+            if columns is not None:
+                raise InputError(f"{loc}: is HDF5: name its dataset or particle type "
+                                 "with array= (columns= selects Zarr arrays)")
+            return hdf5_source.resolve(loc, array, files=files)
         if not os.path.exists(loc):
-            raise InputError(f"{loc}: no such file or Zarr store")
+            raise InputError(f"{loc}: no such file or Zarr store (nor HDF5 snapshot files)")
         if os.path.isfile(loc):
             if loc.endswith(".npz"):
                 raise InputError(f"{loc}: is an .npz archive; give one (n, d) array "
@@ -429,6 +439,14 @@ def resolve_source(source, *, array: str | None = None, columns=None,
     except Exception as exc:
         raise InputError(f"points cannot be read as an array: {exc}") from exc
     return ArrayPoints(data)
+
+
+def visible_here(loc: str) -> bool:
+    """Whether the local path ``loc`` names something here: a file or
+    directory, or an HDF5 snapshot's files by their stem or a glob."""
+    from . import hdf5_source
+
+    return os.path.exists(loc) or bool(hdf5_source.snapshot_files(loc))
 
 
 def _not_a_result(loc):

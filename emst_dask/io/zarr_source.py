@@ -223,11 +223,22 @@ class ZarrPoints(PointSource):
 
     def attribute(self, name: str):
         """The attribute ``name`` of the coordinate array (the first column),
-        else of the group holding it; None when neither has it."""
+        else of the group holding it, else of that group's ``Header`` group
+        (a Gadget snapshot converted to Zarr); None when none has it."""
+        import zarr
+
         arrays = self._open()
         value = arrays[0].attrs.get(name)
         if value is None and (self.columns is not None or self.array is not None):
-            value = _open_node(self.store, self.shown, self.storage_options).attrs.get(name)
+            group = _open_node(self.store, self.shown, self.storage_options)
+            value = group.attrs.get(name)
+            if value is None:
+                try:
+                    header = group["Header"]
+                except Exception:  # noqa: BLE001 - no Header group: no attribute
+                    header = None
+                if isinstance(header, zarr.Group):
+                    value = header.attrs.get(name)
         return value
 
     def _open(self):

@@ -9,16 +9,34 @@ store (what a job with ``out=`` returns) and ``open_fof`` opens one.
 
 Layout of the group::
 
-    labels                  (n,) int64, or (K, n) for K linking lengths
-    catalogue/<k>/length    (G_k,) int64      member count
-    catalogue/<k>/position  (G_k, d) float64  centre of mass
-    catalogue/<k>/velocity  (G_k, d) float64  mean velocity (when given)
+    labels                     (n,) int64, or (K, n) for K linking lengths
+    catalogue/<k>/length       (G_k,) int64      member count
+    catalogue/<k>/position     (G_k, d) float64  centre of mass
+    catalogue/<k>/velocity     (G_k, d) float64  mean velocity (when given)
 
-with k = 0 .. K-1 in the order the lengths were given, and the attributes
-``kind`` ("fof"), ``n``, ``d``, ``linking_length`` (the absolute lengths),
+and the same under the names of Gadget's FoF tables (``fof_tab``), as halo
+finders write them::
+
+    catalogue/<k>/GroupLen     (G_k,) int64      = length
+    catalogue/<k>/GroupPos     (G_k, d) float64  = position
+    catalogue/<k>/GroupVel     (G_k, d) float64  = velocity (when given)
+    catalogue/<k>/GroupMass    (G_k,) float64    sum of the members' masses
+                                                 (when masses are given)
+    catalogue/<k>/GroupOffset  (G_k,) int64      where the group's members
+                                                 start in IDs (when IDs are given)
+    catalogue/<k>/IDs          (sum G_k lengths,) the members' particle IDs,
+                                                 group by group (the IDs' dtype)
+
+Groups are in label order (by decreasing length, ties by smallest row);
+within a group the members are in row order.  The IDs of group g are
+``IDs[GroupOffset[g]:GroupOffset[g] + GroupLen[g]]``.
+
+k = 0 .. K-1 in the order the lengths were given; the attributes ``kind``
+("fof"), ``n``, ``d``, ``linking_length`` (the absolute lengths),
 ``linking_length_given``, ``relative``, ``box_size`` (a list, or None),
-``min_members``, ``n_groups`` (per length), ``velocities`` (where they came
-from, or None), ``input``, ``format``, ``version`` and ``complete``.
+``min_members``, ``n_groups`` (per length), ``velocities``, ``ids`` and
+``masses`` (where they came from, or None), ``input``, ``format``,
+``version`` and ``complete``.
 """
 from __future__ import annotations
 
@@ -63,7 +81,17 @@ class FoFCatalogue:
     linking_length_given : (K,) float64
         The linking lengths as given.
     timings : dict
-        Seconds per phase (``tree``, ``labels``, ``unwrap``, ``catalogue``).
+        Seconds per phase (``tree``, ``labels``, ``unwrap``, ``catalogue``,
+        ``members``).
+    offset : (G,) int64, a list of K, or None
+        Where each group's members start in ``ids`` (Gadget's
+        ``GroupOffset``), when IDs or masses were given.
+    ids : (sum(length),) integer array, a list of K, or None
+        The members' particle IDs, group by group, each group's members in
+        row order, when IDs were given.
+    mass : (G,) float64, a list of K, or None
+        The members' total mass (``GroupMass``), when masses were given;
+        ``position`` and ``velocity`` are then mass-weighted.
 
     The arrays are numpy, or cupy when the computation ran on a GPU in
     this process (``to_host`` brings them to numpy).
@@ -79,6 +107,9 @@ class FoFCatalogue:
     relative: bool = True
     linking_length_given: Any = None
     timings: dict = field(default_factory=dict)
+    offset: Any = None
+    ids: Any = None
+    mass: Any = None
 
     @property
     def single(self) -> bool:
@@ -113,11 +144,30 @@ class FoFCatalogue:
         if not -K <= k < K:
             raise IndexError(f"linking length {k} of {K}")
         k %= K
-        vel = None if self.velocity is None else self._per_length(self.velocity)[k]
+        def at(a):
+            return None if a is None else self._per_length(a)[k]
+
         return {"length": self._per_length(self.length)[k],
-                "position": self._per_length(self.position)[k], "velocity": vel,
+                "position": self._per_length(self.position)[k], "velocity": at(self.velocity),
                 "labels": self.labels if self.single else self.labels[k],
-                "linking_length": float(self.linking_length[k])}
+                "linking_length": float(self.linking_length[k]),
+                "offset": at(self.offset), "ids": at(self.ids), "mass": at(self.mass)}
+
+    def members(self, group: int, k: int = 0):
+        """The particle IDs of group ``group`` at the k-th linking length
+        (in row order), from ``ids`` and ``offset``.
+
+        Raises
+        ------
+        InputError
+            The catalogue was made without IDs.
+        """
+        got = self.groups(k)
+        if got["ids"] is None:
+            raise InputError("the catalogue was made without particle IDs: give ids= "
+                             "(an array, or the snapshot's ParticleIDs)")
+        a = int(got["offset"][group])
+        return got["ids"][a:a + int(got["length"][group])]
 
     def summary(self) -> list:
         """Per linking length: ``linking_length`` (absolute), ``groups``,
@@ -134,7 +184,8 @@ class FoFCatalogue:
         return FoFCatalogue(_host(self.labels), np.asarray(self.linking_length),
                             h(self.length), h(self.position), h(self.velocity),
                             self.box_size, self.min_members, self.relative,
-                            self.linking_length_given, dict(self.timings))
+                            self.linking_length_given, dict(self.timings), h(self.offset),
+                            h(self.ids), h(self.mass))
 
     def arrays(self) -> dict:
         """The store's arrays (numpy) by name (see the module docstring)."""
@@ -142,11 +193,21 @@ class FoFCatalogue:
         lengths = self._per_length(self.length)
         positions = self._per_length(self.position)
         velocities = None if self.velocity is None else self._per_length(self.velocity)
+        def per(a):
+            return None if a is None else self._per_length(a)
+
+        offsets, ids, masses = per(self.offset), per(self.ids), per(self.mass)
         for k in range(len(lengths)):
-            out[f"catalogue/{k}/length"] = _host(lengths[k])
-            out[f"catalogue/{k}/position"] = _host(positions[k])
+            c = f"catalogue/{k}"
+            out[f"{c}/length"] = out[f"{c}/GroupLen"] = _host(lengths[k])
+            out[f"{c}/position"] = out[f"{c}/GroupPos"] = _host(positions[k])
             if velocities is not None:
-                out[f"catalogue/{k}/velocity"] = _host(velocities[k])
+                out[f"{c}/velocity"] = out[f"{c}/GroupVel"] = _host(velocities[k])
+            if masses is not None:
+                out[f"{c}/GroupMass"] = _host(masses[k])
+            if ids is not None:
+                out[f"{c}/GroupOffset"] = _host(offsets[k])
+                out[f"{c}/IDs"] = _host(ids[k])
         return out
 
     def attrs(self, **extra) -> dict:
@@ -162,10 +223,12 @@ class FoFCatalogue:
                     min_members=int(self.min_members),
                     n_groups=[n_groups] if self.single else n_groups, single=self.single,
                     velocities=extra.pop("velocities", self.velocity is not None or None),
+                    ids=extra.pop("ids", self.ids is not None or None),
+                    masses=extra.pop("masses", self.mass is not None or None),
                     **extra)
 
     def to_zarr(self, out, *, overwrite: bool = False, input: str = "points",
-                velocities=None, **output_options) -> "FoFStore":
+                velocities=None, ids=None, masses=None, **output_options) -> "FoFStore":
         """Write the catalogue as a Zarr group, complete or absent.
 
         Parameters
@@ -175,8 +238,8 @@ class FoFCatalogue:
             Replace a cluster store this package wrote (nothing else).
         input : str
             What the store records as its input.
-        velocities : str, optional
-            Where the velocities came from (recorded as an attribute).
+        velocities, ids, masses : str, optional
+            Where the velocities, IDs and masses came from (attributes).
         **output_options : for ``emst_dask.io.resolve_output`` (``zarr_format``,
             ``storage_options``).
 
@@ -188,7 +251,8 @@ class FoFCatalogue:
 
         output = out if isinstance(out, Output) else \
             resolve_output(out, overwrite=overwrite, contents="clusters", **output_options)
-        return write_fof(output, self, input=input, velocities=velocities)
+        return write_fof(output, self, input=input, velocities=velocities, ids=ids,
+                         masses=masses)
 
 
 def check_catalogue_output(output):
@@ -200,7 +264,8 @@ def check_catalogue_output(output):
     return output
 
 
-def write_fof(output, cat: FoFCatalogue, *, input: str, velocities=None, **extra) -> "FoFStore":
+def write_fof(output, cat: FoFCatalogue, *, input: str, velocities=None, ids=None,
+              masses=None, **extra) -> "FoFStore":
     """Write ``cat`` to the checked ``Output`` (a cluster store of kind "fof").
 
     Returns
@@ -214,7 +279,10 @@ def write_fof(output, cat: FoFCatalogue, *, input: str, velocities=None, **extra
     chunks = {name: (max(1, min(CATALOGUE_ROWS, a.shape[0])),) + a.shape[1:]
               for name, a in arrays.items() if name.startswith("catalogue/")}
     attrs = cat.attrs(input=input, velocities=velocities if velocities is not None
-                      else (cat.velocity is not None or None), **extra)
+                      else (cat.velocity is not None or None),
+                      ids=ids if ids is not None else (cat.ids is not None or None),
+                      masses=masses if masses is not None else (cat.mass is not None or None),
+                      **extra)
     path = write_clusters(output, arrays, attrs, chunks=chunks)
     from .. import __version__
 
@@ -260,23 +328,32 @@ class FoFStore:
         a = got["attrs"]
         labels = got["labels"]
         group = zarr.open_group(self.path, mode="r")
-        length, position, velocity = [], [], []
+        length, position, velocity, offset, ids, mass = [], [], [], [], [], []
+
+        def opt(sub, name):
+            return np.asarray(sub[name][...]) if name in sub else None
+
         for k in range(len(a["linking_length"])):
             sub = group[f"catalogue/{k}"]
             length.append(np.asarray(sub["length"][...]))
             position.append(np.asarray(sub["position"][...]))
-            velocity.append(np.asarray(sub["velocity"][...]) if "velocity" in sub else None)
+            velocity.append(opt(sub, "velocity"))
+            offset.append(opt(sub, "GroupOffset"))
+            ids.append(opt(sub, "IDs"))
+            mass.append(opt(sub, "GroupMass"))
         single = labels.ndim == 1
-        if any(v is None for v in velocity):
-            velocity = None
-        elif single:
-            velocity = velocity[0]
+
+        def one(v):
+            return None if any(x is None for x in v) else (v[0] if single else v)
+
+        velocity, offset, ids, mass = one(velocity), one(offset), one(ids), one(mass)
         box = None if a.get("box_size") is None else np.asarray(a["box_size"], np.float64)
         return FoFCatalogue(labels, np.asarray(a["linking_length"], np.float64),
                             length[0] if single else length,
                             position[0] if single else position, velocity, box,
                             int(a["min_members"]), bool(a["relative"]),
-                            np.asarray(a["linking_length_given"], np.float64))
+                            np.asarray(a["linking_length_given"], np.float64), {},
+                            offset, ids, mass)
 
     def __repr__(self):
         return f"FoFStore({self.path!r}, n={self.attrs.get('n')}, n_groups={self.n_groups})"
@@ -290,6 +367,24 @@ def _summary(lengths, counts, n) -> list:
 
 def open_fof(path) -> FoFStore:
     """Open a friends-of-friends catalogue store written by this package.
+
+    ``open_fof(path).load()`` reads it back as a ``FoFCatalogue``: labels,
+    and per linking length the groups' ``length``, ``position``,
+    ``velocity`` and, when they were given, the members' particle ``ids``
+    with each group's ``offset`` and ``mass`` (the store's ``IDs``,
+    ``GroupOffset``, ``GroupMass``; see the module docstring for the
+    layout, which zarr reads directly too)::
+
+        cat = open_fof("halos.zarr").load()
+        cat.members(0)            # the IDs of the largest group
+
+    Parameters
+    ----------
+    path : path, URL or zarr store
+
+    Returns
+    -------
+    FoFStore
 
     Raises
     ------

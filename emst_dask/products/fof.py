@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import InputError
 from .catalogue import FoFCatalogue, check_catalogue_output
 from .fof_checks import (absolute_lengths, check_box_size, check_in_box,  # noqa: F401
-                         check_linking_lengths, check_min_members, check_velocities,
+                         check_linking_lengths, check_stated_box, read_ids_masses, check_min_members, check_velocities,
                          mean_separation)
 from .unwrap import image_shifts_any, image_shifts_host, image_shifts_xp, smallest_rows  # noqa: F401
 from .cuts import fof_labels
@@ -89,7 +89,8 @@ def group_labels(raw, min_members):
 
 
 
-def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=None):
+def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=None,
+                    masses=None):
     """Labels and catalogue at one linking length.
 
     Parameters
@@ -101,6 +102,9 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     shift : (n, d) int64 image shifts (``image_shifts``) consistent within
         every raw group, or None (no box).
     velocities : (n, d) array or None.
+    masses : (n,) float array or None
+        With masses, the centre and the velocity are mass-weighted means
+        (Gadget's ``GroupPos``, ``GroupVel``); without, plain means.
 
     Returns
     -------
@@ -122,12 +126,18 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     ref = root[raw[members]]  # each member's smallest row
     top = root[kept]
     count = length.astype(xp.float64)
+    weight = None
+    if masses is not None:
+        weight = masses[members].astype(xp.float64)
+        count = xp.bincount(lab, weights=weight, minlength=G)
     for j in range(d):
         # displacement from the group's smallest row, unwrapped: small
         # numbers, so the mean keeps the coordinates' precision
         dx = points[members, j].astype(xp.float64) - points[ref, j].astype(xp.float64)
         if shift is not None:
             dx += (shift[members, j] - shift[ref, j]).astype(xp.float64) * float(box[j])
+        if weight is not None:
+            dx *= weight
         c = points[top, j].astype(xp.float64) + xp.bincount(lab, weights=dx, minlength=G) / count
         if box is not None:
             L = float(box[j])
@@ -136,12 +146,52 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
         position[:, j] = c
         if velocities is not None:
             w = velocities[members, j].astype(xp.float64)
+            if weight is not None:
+                w *= weight
             velocity[:, j] = xp.bincount(lab, weights=w, minlength=G) / count
     return labels, length, position, velocity
 
 
+def group_members(labels, length, ids=None, masses=None):
+    """The members of every group in a halo finder's order.
+
+    Parameters
+    ----------
+    labels : (n,) int64, -1 or 0 .. G-1 (``group_labels``)
+    length : (G,) int64, member counts
+    ids : (n,) integer array or None
+        The particles' IDs (a snapshot's ``ParticleIDs``).
+    masses : (n,) float array or None
+
+    Returns
+    -------
+    offset : (G,) int64
+        Where each group's members start in ``members`` (Gadget's
+        ``GroupOffset``): groups in label order, so by decreasing length.
+    members : (sum(length),) the IDs of the members (``ids``' dtype), or
+        their rows (int64) without ``ids``: group by group, each group's
+        members by increasing row.
+    mass : (G,) float64 or None
+        The sum of the members' masses (``GroupMass``).
+    """
+    xp = array_module(labels)
+    n = labels.shape[0]
+    offset = xp.cumsum(length) - length if length.shape[0] else xp.zeros(0, xp.int64)
+    # a stable sort by label: -1 first, then each group's rows in order
+    order = xp.argsort(labels, kind="stable")
+    rows = order[n - int(length.sum()):].astype(xp.int64)
+    members = rows if ids is None else ids[rows]
+    mass = None
+    if masses is not None:
+        keep = labels >= 0
+        mass = xp.bincount(labels[keep], weights=masses[keep].astype(xp.float64),
+                           minlength=int(length.shape[0]))
+    return offset.astype(xp.int64), members, mass
+
+
 def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velocities=None,
-                      *, relative=True, given=None, timings=None) -> FoFCatalogue:
+                      *, relative=True, given=None, timings=None, ids=None,
+                      masses=None) -> FoFCatalogue:
     """The catalogue from points and their (periodic) Euclidean tree.
 
     Parameters
@@ -153,6 +203,10 @@ def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velo
     single : bool, one length given (labels (n,)).
     min_members : int; box : (d,) float64 or None;
     velocities : (n, d) array or None.
+    ids : (n,) integer array or None
+        Particle IDs: the catalogue lists each group's members' IDs.
+    masses : (n,) float array or None
+        Particle masses: mass-weighted centres and velocities, group masses.
 
     Returns
     -------
@@ -182,17 +236,29 @@ def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velo
     _sync(xp)
     timings["unwrap"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = [group_catalogue(points, raw[k], min_members, box, shift, velocities)
+    if ids is not None or masses is not None:
+        ids = None if ids is None else xp.asarray(ids)
+        masses = None if masses is None else xp.asarray(masses)
+    out = [group_catalogue(points, raw[k], min_members, box, shift, velocities, masses)
            for k in range(len(lengths))]
     _sync(xp)
     timings["catalogue"] = time.perf_counter() - t0
+    extra = {}
+    if ids is not None or masses is not None:
+        t0 = time.perf_counter()
+        got = [group_members(o[0], o[1], ids, masses) for o in out]
+        _sync(xp)
+        timings["members"] = time.perf_counter() - t0
+        each = (lambda i: got[0][i]) if single else (lambda i: [g[i] for g in got])
+        extra = dict(offset=each(0), ids=None if ids is None else each(1),
+                     mass=None if masses is None else each(2))
     labels = out[0][0] if single else xp.stack([o[0] for o in out])
     pick = (lambda i: out[0][i]) if single else (lambda i: [o[i] for o in out])
     velocity = None if velocities is None else pick(3)
     return FoFCatalogue(labels, np.asarray(lengths, np.float64), pick(1), pick(2), velocity,
                         None if box is None else np.asarray(box, np.float64), int(min_members),
                         bool(relative), None if given is None else np.asarray(given, np.float64),
-                        timings)
+                        timings, **extra)
 
 
 def _sync(xp):
@@ -249,8 +315,9 @@ def spanning_tree_in_box(points, box, backend, progress=None):
 # the entry point
 # --------------------------------------------------------------------------
 def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20,
-        velocities=None, *, backend="auto", client=None, out=None, overwrite=False,
-        columns=None, array=None, tree=None, progress=None, **service_options):
+        velocities=None, *, ids=None, masses=None, backend="auto", client=None, out=None,
+        overwrite=False, columns=None, array=None, tree=None, progress=None,
+        **service_options):
     """Friends-of-friends halos: labels and a catalogue per group.
 
     The groups at linking length b are the connected components of the
@@ -277,13 +344,25 @@ def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20
         The periodic box [0, L) per axis: distances are minimum-image, and
         the groups cross the faces.  Points must lie in [0, L) (a row
         outside is refused, named), and b < L/2 on every axis.  "snapshot":
-        the ``BoxSize`` attribute of the Zarr group ``source`` (a number or
-        d numbers; as nbodykit's catalogues carry it).  None: no box.
+        the ``BoxSize`` attribute of the Zarr group ``source`` or of its
+        ``Header`` group, or the ``Header/BoxSize`` of an HDF5 snapshot (a
+        number or d numbers).  None: no box; refused for a snapshot that
+        has a ``BoxSize`` (its groups would be cut at the faces): "open"
+        asks for groups in open space there.
     min_members : int >= 1, default 20
         Groups of fewer points get label -1 and no catalogue row.
     velocities : (n, d) array, the name of an array of the Zarr group
         ``source`` (e.g. "Velocity"), or None
-        Gives each group's mean velocity.
+        Gives each group's mean velocity.  Of an HDF5 snapshot: a dataset
+        of the positions' particle type ("Velocities").
+    ids : (n,) integer array, the name of an array of the snapshot (e.g.
+        "ParticleIDs"), or None
+        Particle IDs: the catalogue lists the members' IDs group by group
+        (``ids``, with each group's ``offset``: Gadget's ``IDs`` and
+        ``GroupOffset``).
+    masses : (n,) array, the name of an array of the snapshot ("Masses"), or None
+        Particle masses (finite, >= 0): the centres and velocities are
+        mass-weighted, and each group gets its ``mass`` (``GroupMass``).
     backend : {"auto", "cpu", "cuda"}
         Of the tree and the catalogue.
     client : as for ``emst_dask.emst``
@@ -372,16 +451,17 @@ def fof(source, linking_length=0.2, relative=True, box_size=None, min_members=20
         from ..distributed.fof import fof_service
 
         return fof_service(source, values, single, bool(relative), box_size, min_members,
-                           velocities, backend=backend, client=client, out=out,
-                           overwrite=overwrite, columns=columns, array=array,
-                           progress=progress, **service_options)
+                           velocities, ids=ids, masses=masses, backend=backend,
+                           client=client, out=out, overwrite=overwrite, columns=columns,
+                           array=array, progress=progress, **service_options)
     return fof_here(source, values, single, bool(relative), box_size, min_members, velocities,
-                    backend=backend, out=out, overwrite=overwrite, columns=columns,
-                    array=array, tree=tree, progress=progress, **service_options)
+                    ids=ids, masses=masses, backend=backend, out=out, overwrite=overwrite,
+                    columns=columns, array=array, tree=tree, progress=progress,
+                    **service_options)
 
 
 def fof_here(source, values, single, relative, box_size, min_members, velocities, *,
-             backend="auto", out=None, overwrite=False, columns=None, array=None, tree=None,
+             ids=None, masses=None, backend="auto", out=None, overwrite=False, columns=None, array=None, tree=None,
              progress=None, storage_options=None, out_storage_options=None, zarr_format=3,
              **ignored):
     """``fof`` in this process (checked parameters; see ``fof``)."""
@@ -404,6 +484,7 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         where = src.describe()
         points = None  # read below, after every check that needs no coordinates
     n, d = (points.shape if points is not None else (src.n, src.d))
+    box_size = check_stated_box(box_size, src if points is None else None)
     if isinstance(box_size, str) and points is None:
         box = source_box_size(box_size, src)  # "snapshot": its BoxSize attribute
     elif isinstance(box_size, str) and box_size == "snapshot":
@@ -413,9 +494,11 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         box = check_box_size(box_size, d)
     vel_name = velocities if isinstance(velocities, str) else None
     if vel_name is not None:
-        velocities = read_velocities(source, vel_name, n, d, storage_options)
+        velocities = read_velocities(source, vel_name, n, d, storage_options, array)
     elif velocities is not None:
         velocities = check_velocities(velocities, n, d)
+    ids, masses, member_labels = read_ids_masses(source, ids, masses, n, array=array,
+                                                 storage_options=storage_options)
     output = check_catalogue_output(resolve_output(
         out, overwrite=overwrite, zarr_format=zarr_format, storage_options=out_storage_options,
         source_location=None if points is not None else src.location, contents="clusters"))
@@ -435,8 +518,9 @@ def fof_here(source, values, single, relative, box_size, min_members, velocities
         tree = spanning_tree_in_box(points, box, backend, progress)
         timings["tree"] = time.perf_counter() - t0
     cat = catalogue_of_tree(points, tree, lengths, single, min_members, box, velocities,
-                            relative=relative, given=values, timings=timings)
+                            relative=relative, given=values, timings=timings, ids=ids,
+                            masses=masses)
     if output is None:
         return cat
     return cat.to_zarr(output, input=where, velocities=vel_name or
-                       (None if velocities is None else "array"))
+                       (None if velocities is None else "array"), **member_labels)

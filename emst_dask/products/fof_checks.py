@@ -131,3 +131,123 @@ def check_velocities(velocities, n: int, d: int):
             raise InputError(f"velocities row {int(xp.argmax(bad))} is NaN or inf "
                              f"({int(bad.sum())} row(s))")
     return v
+
+
+#: ``box_size`` for groups in open space on purpose, in a snapshot with a box
+OPEN = "open"
+
+
+def check_stated_box(box_size, src):
+    """``box_size`` with ``"open"`` made None; refuse None for a snapshot
+    that declares a periodic box (``BoxSize``).
+
+    Groups in open space in a periodic snapshot are cut at the faces: a
+    halo across a face becomes two.  That is never what the snapshot
+    means, so it must be asked for by name.
+
+    Parameters
+    ----------
+    box_size : None, lengths, "snapshot" or "open"
+    src : PointSource or None (an in-memory array: nothing to read)
+
+    Returns
+    -------
+    box_size, or None for "open"
+    """
+    if isinstance(box_size, str) and box_size == OPEN:
+        return None
+    if box_size is None and src is not None:
+        from ..io.checks import BOX_SIZE_ATTR
+
+        try:
+            box = src.attribute(BOX_SIZE_ATTR)
+        except InputError:
+            box = None
+        # a BoxSize of 0 (a non-periodic run's header) declares no box
+        try:
+            declared = box is not None and bool(np.size(box)) and \
+                bool(np.all(np.asarray(box, float) > 0))
+        except (TypeError, ValueError):  # not lengths: box_size="snapshot" says so
+            declared = True
+        if declared:
+            raise InputError(
+                f"{src.where}: the snapshot has a periodic box ({BOX_SIZE_ATTR} = {box}), "
+                "but no box_size was given: its groups would be cut at the faces. Give "
+                "box_size='snapshot' (--box-size snapshot) for periodic groups, or "
+                "box_size='open' (--box-size open) for groups in open space")
+    return box_size
+
+
+def check_ids(ids, n: int):
+    """Particle IDs as an (n,) integer array (numpy or cupy), as given.
+
+    Raises
+    ------
+    InputError
+        Another shape, or not integers.
+    """
+    xp = array_module(ids)
+    a = ids if xp is not np else np.asarray(ids)
+    if a.ndim == 2 and a.shape[1:] == (1,):
+        a = a.reshape(-1)
+    if a.dtype.kind not in "iu":
+        raise InputError(f"ids must be integers (particle IDs); got dtype {a.dtype}")
+    if a.shape != (n,):
+        raise InputError(f"ids must have shape (n,) = ({n},), one per point; got "
+                         f"{tuple(a.shape)}")
+    return a
+
+
+def check_masses(masses, n: int):
+    """Particle masses as an (n,) float64 array (numpy or cupy), finite and >= 0.
+
+    Raises
+    ------
+    InputError
+        Another shape, a non-numeric dtype, NaN, inf or < 0 (naming the row).
+    """
+    xp = array_module(masses)
+    a = masses if xp is not np else np.asarray(masses)
+    if a.ndim == 2 and a.shape[1:] == (1,):
+        a = a.reshape(-1)
+    if a.dtype.kind not in "iuf":
+        raise InputError(f"masses must be real numbers; got dtype {a.dtype}")
+    if a.shape != (n,):
+        raise InputError(f"masses must have shape (n,) = ({n},), one per point; got "
+                         f"{tuple(a.shape)}")
+    a = a.astype(xp.float64, copy=False)
+    bad = ~(xp.isfinite(a) & (a >= 0))
+    if a.size and bool(bad.any()):
+        raise InputError(f"masses row {int(xp.argmax(bad))} is NaN, inf or negative "
+                         f"({int(bad.sum())} row(s))")
+    return a
+
+
+def read_ids_masses(source, ids, masses, n, *, array=None, storage_options=None):
+    """``ids`` and ``masses`` as arrays: names of the snapshot's arrays
+    (``ParticleIDs``, ``Masses``) read here, arrays checked.
+
+    Returns
+    -------
+    (ids or None, masses or None, {"ids": label, "masses": label})
+    """
+    from .snapshots import member_source, read_column
+
+    labels = {}
+    if isinstance(ids, str):
+        src = member_source(source, ids, n, what="ids", array=array,
+                            storage_options=storage_options, d=1)
+        labels["ids"] = ids
+        ids = check_ids(read_column(src), n)
+    elif ids is not None:
+        labels["ids"] = "array"
+        ids = check_ids(ids, n)
+    if isinstance(masses, str):
+        src = member_source(source, masses, n, what="masses", array=array,
+                            storage_options=storage_options, d=1)
+        labels["masses"] = masses
+        masses = check_masses(read_column(src), n)
+    elif masses is not None:
+        labels["masses"] = "array"
+        masses = check_masses(masses, n)
+    return ids, masses, labels

@@ -79,26 +79,94 @@ def position_member(source, array, columns, velocities, storage_options=None):
     return None
 
 
-def velocities_source(source, name: str, n: int, d: int, storage_options=None):
-    """The ``PointSource`` of the velocity array ``name`` of the snapshot.
+def _hdf5_positions(source, array):
+    """The positions' ``HDF5Points`` when ``source`` is an HDF5 snapshot, else None."""
+    from ..io.hdf5_source import HDF5Points, snapshot_files
+    from ..io.paths import is_pathlike, local_path
+
+    if isinstance(source, HDF5Points):
+        return source
+    loc = local_path(source) if is_pathlike(source) else None
+    if loc is None or not snapshot_files(loc):
+        return None
+    from ..io import resolve_source
+
+    return resolve_source(loc, array=array)
+
+
+def member_source(source, name: str, n: int, *, what: str, array=None, storage_options=None,
+                  d: int | None = None):
+    """The ``PointSource`` of the snapshot's array ``name`` beside the positions.
+
+    Parameters
+    ----------
+    source : the snapshot (Zarr group, HDF5 file or files)
+    name : str
+        ``Velocities``, ``ParticleIDs``, ``Masses``: of an HDF5 snapshot, a
+        dataset of the positions' particle type (or ``PartTypeN/NAME``); of
+        a Zarr group, a path inside it.  A 1-D array is read as (n, 1).
+    n : int
+        The positions' rows.
+    what : str
+        Its role in messages ("velocities", "ids", "masses").
+    array : str, optional
+        How the positions were chosen (an HDF5 snapshot's particle type).
+    d : int, optional
+        The columns it must have (None: any).
 
     Raises
     ------
     InputError
-        Not a Zarr group, no such array, or a shape other than (n, d).
+        Not a snapshot, no such array, or another number of rows or columns.
     """
     from ..io import resolve_source
 
-    if _group(source, storage_options) is None:
-        raise InputError(f"velocities={name!r} names an array of a Zarr snapshot; the "
-                         "source is not a Zarr group: give the velocities as an (n, d) array")
-    src = resolve_source(source, array=name, storage_options=storage_options)
-    if (src.n, src.d) != (n, d):
-        raise InputError(f"velocities {src.where} has shape ({src.n}, {src.d}); the "
-                         f"positions are ({n}, {d})")
+    h5 = _hdf5_positions(source, array)
+    if h5 is not None:
+        if name.startswith("PartType"):
+            src = resolve_source(h5.files[0], array=name)
+        else:
+            src = h5.member(name)
+    else:
+        group = _group(source, storage_options)
+        if group is None:
+            raise InputError(f"{what}={name!r} names an array of a snapshot; the source "
+                             "is not a Zarr group nor an HDF5 snapshot: give the "
+                             f"{what} as an array")
+        from ..io.zarr_source import _member
+
+        one_d = len(_member(group, name.strip("/"), str(source)).shape) == 1
+        src = resolve_source(source, array=None if one_d else name,
+                             columns=(name.strip("/"),) if one_d else None,
+                             storage_options=storage_options)
+    if src.n != n or (d is not None and src.d != d):
+        raise InputError(f"{what} {src.where} has shape ({src.n}, {src.d}); the "
+                         f"positions are ({n}, {d if d is not None else '...'})")
     return src
 
 
-def read_velocities(source, name: str, n: int, d: int, storage_options=None):
+def velocities_source(source, name: str, n: int, d: int, storage_options=None, array=None):
+    """The ``PointSource`` of the velocity array ``name`` of the snapshot
+    (``member_source``).
+
+    Raises
+    ------
+    InputError
+        Not a snapshot, no such array, or a shape other than (n, d).
+    """
+    return member_source(source, name, n, what="velocities", array=array,
+                         storage_options=storage_options, d=d)
+
+
+def read_velocities(source, name: str, n: int, d: int, storage_options=None, array=None):
     """The velocity array ``name`` of the snapshot, read and checked: (n, d)."""
-    return velocities_source(source, name, n, d, storage_options).read_all()
+    return velocities_source(source, name, n, d, storage_options, array).read_all()
+
+
+def read_column(src) -> np.ndarray:
+    """Every row of a one-column source as stored: (n,) (particle IDs keep
+    their integer type; nothing is converted)."""
+    out = np.empty(src.n, src.dtype)
+    for a, b in src.blocks:
+        out[a:b] = src.read(a, b).reshape(-1)
+    return out
