@@ -10,7 +10,7 @@ import pytest
 import emst_dask
 from emst_dask.io import open_edges, write_edges
 from emst_dask.io.staging import stage
-from emst_dask.io.source import resolve_source
+from emst_dask.io import resolve_source
 
 from oracle import check_spanning_tree
 

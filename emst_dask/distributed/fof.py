@@ -31,7 +31,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.checks import check_backend
-from ..io.source import is_in_memory, visible_here
+from ..io.resolve import visible_here
+from ..io.source import is_in_memory
 from .faults import in_user_terms, refusing, unwrap
 from .job import DeferredSource, JobSpec, Reporter, _reported, done, read
 from .worker import apply_settings

@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import InputError, WorkerLost
 from ..io.checks import as_points, check_backend, check_in_box, check_min_samples
 from ..io.checks import source_box_size
-from ..io.source import is_in_memory, resolve_source
+from ..io.resolve import resolve_source
+from ..io.source import is_in_memory
 from ..products.realisations import (check_realisation, ensemble, realisation_histograms,
                                      realisation_seeds, shared_bins)
 from .client import client_for

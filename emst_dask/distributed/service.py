@@ -33,7 +33,8 @@ from ..io.checks import check_backend, check_box_size, check_min_samples, source
 from ..io.edge_store import check_edge_output
 from ..io.output import new_token
 from ..io.paths import is_pathlike, local_path
-from ..io.source import DaskPoints, is_in_memory, parse_columns, visible_here
+from ..io.resolve import visible_here
+from ..io.source import DaskPoints, is_in_memory, parse_columns
 from ..progress import ProgressBar, Relay, with_notices
 from .client import (check_outputs_reachable, client_for, connect, no_workers_timeout,
                      workers_may_see_other_files, workers_of)
