@@ -443,6 +443,24 @@ class HDBSCAN:
             self._linkage = _host(self.minimum_spanning_tree_.linkage())
         return self._linkage
 
+    @property
+    def relative_validity_(self) -> float:
+        """hdbscan's ``relative_validity_``: DBCV on the mutual-reachability
+        tree (``products.hdbscan.centers.relative_validity``); None when the
+        tree stayed on a worker."""
+        tree = getattr(self, "minimum_spanning_tree_", None)
+        if tree is None:
+            if not hasattr(self, "labels_"):
+                raise AttributeError("relative_validity_: fit the estimator first")
+            return None
+        if getattr(self, "_relative_validity", None) is None:
+            from .hdbscan.centers import relative_validity
+
+            self._relative_validity = relative_validity(
+                _host(tree.source), _host(tree.target), _host(tree.weight),
+                _host(self.labels_))
+        return self._relative_validity
+
     def fit_predict(self, X, y=None, **kwargs) -> np.ndarray:
         """``fit(X).labels_``: (n,) int64."""
         return self.fit(X, **kwargs).labels_
