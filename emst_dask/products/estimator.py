@@ -274,13 +274,16 @@ class HDBSCAN:
         if is_in_memory(X) and not device:
             X, names = validate_points(X)
         needs_points = bool(self.store_centers) or bool(self.prediction_data)
+        if self.prediction_data and self.out is not None and str(self.out).endswith(".npy"):
+            raise InputError("prediction_data needs the condensed tree: give out= a "
+                             "cluster store (not a .npy of labels)")
         if needs_points and not is_in_memory(X) and not _is_dask_array(X):
             raise InputError("store_centers and prediction_data need the points in this "
                              "process: give them in memory or as a dask array, not "
                              f"{type(X).__name__} {X!r}")
         shape = getattr(X, "shape", None) if is_in_memory(X) else None
-        k = self._check_params(int(shape[0]) if shape is not None and len(shape) == 2
-                               else None)
+        k = self._k = self._check_params(int(shape[0]) if shape is not None
+                                         and len(shape) == 2 else None)
         local = self.client in (None, False) and self.out is None and is_in_memory(X)
         if self._alpha != 1.0 and not (local and self.partitions is None):
             raise InputError(f"alpha={self.alpha!r} is computed in this process: give "
@@ -440,7 +443,10 @@ class HDBSCAN:
         if getattr(self, "minimum_spanning_tree_", None) is None:
             return None
         if self._linkage is None:
-            self._linkage = _host(self.minimum_spanning_tree_.linkage())
+            from .condensed import LinkageMatrix
+
+            self._linkage = np.asarray(_host(self.minimum_spanning_tree_.linkage()),
+                                       dtype=np.float64).view(LinkageMatrix)
         return self._linkage
 
     @property
@@ -481,6 +487,34 @@ class HDBSCAN:
                 self.centroids_ = cen
             if med is not None:
                 self.medoids_ = med
+        if self.prediction_data:
+            from .hdbscan.prediction import prediction_data
+
+            tree = self.minimum_spanning_tree_
+            core = None if tree is None else tree.core_distances
+            if core is None and self._k > 1:  # the tree stayed on a worker
+                from ..engine import core_distances2
+                from ..kernels import get_kernels
+
+                core = np.sqrt(core_distances2(get_kernels("cpu"), pts, self._k))
+            self._prediction = prediction_data(pts, None if core is None else _host(core),
+                                               self._k, self.condensed_tree_.to_numpy(),
+                                               self.condensed_tree_.selected)
+
+    @property
+    def prediction_data_(self):
+        """``PredictionData`` (``products.hdbscan.prediction``) with
+        ``prediction_data=True``, else None."""
+        return getattr(self, "_prediction", None)
+
+    @property
+    def exemplars_(self) -> list:
+        """hdbscan's exemplars: per cluster, a (m_i, d) float64 array of the
+        points of its leaf clusters that leave at their leaf's largest
+        lambda (lexicographic order).  Needs ``prediction_data=True``."""
+        if self.prediction_data_ is None:
+            raise AttributeError("exemplars_ needs HDBSCAN(prediction_data=True)")
+        return self.prediction_data_.exemplars
 
 
 def _is_dask_array(X) -> bool:
