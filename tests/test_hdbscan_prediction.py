@@ -345,3 +345,36 @@ def test_ties_and_duplicates_order_free():
                                    atol=1e-15)
         for j in range(len(relabel)):
             np.testing.assert_array_equal(a.exemplars_[j], b.exemplars_[relabel[j]])
+
+
+@pytest.fixture(scope="module")
+def client():
+    with ed.EmbeddedCluster(n_workers=1, backend="cpu") as emb:
+        yield emb.client
+
+
+def test_dask_array_on_a_worker_predicts_as_in_memory(client, tmp_path):
+    """A dask array clustered on a worker (the tree comes back, or stays
+    there with out=) keeps the same prediction data and centres as the
+    in-memory fit; a path source is refused before any work."""
+    import dask.array as da
+    import zarr
+
+    X = blobs(600, seed=4)
+    Y = np.random.default_rng(5).random((50, 2)) * 12 - 1
+    kw = dict(min_cluster_size=15, min_samples=3, prediction_data=True, store_centers="both",
+              backend="cpu")
+    local = HDBSCAN(**kw).fit(X)
+    for extra in ({}, {"out": str(tmp_path / "c.zarr")}):
+        remote = HDBSCAN(client=client, **kw, **extra).fit(da.from_array(X, chunks=(200, 2)))
+        np.testing.assert_array_equal(remote.labels_, local.labels_)
+        for f in (ed.approximate_predict, ed.membership_vector):
+            for a, b in zip(np.atleast_1d(f(remote, Y)), np.atleast_1d(f(local, Y))):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(remote.centroids_, local.centroids_, rtol=1e-12)
+        np.testing.assert_array_equal(remote.medoids_, local.medoids_)
+    path = str(tmp_path / "snap.zarr")
+    g = zarr.open_group(path, mode="w")
+    g.create_array("points", shape=X.shape, chunks=(300, 2), dtype=X.dtype)[...] = X
+    with pytest.raises(InputError, match="need the points in this process"):
+        HDBSCAN(client=client, **kw).fit(path)
