@@ -110,12 +110,15 @@ class PredictionData:
         if self._exemplar_trees is None:
             from scipy.spatial import cKDTree
 
-            self._exemplar_trees = [cKDTree(e) for e in self.exemplars]
+            self._exemplar_trees = [cKDTree(e) if e.shape[0] > EXEMPLARS_BRUTE else None
+                                    for e in self.exemplars]
         return self._exemplar_trees
 
     def __getstate__(self):  # the trees are rebuilt, not pickled
         state = dict(self.__dict__)
         state["_tree"] = state["_exemplar_trees"] = None
+        state.pop("_ex_cat", None)
+        state.pop("_merge", None)
         return state
 
 
@@ -313,16 +316,21 @@ def approximate_predict(clusterer, points_to_predict, return_connecting_points=F
     return labels, prob
 
 
+#: merge heights are tabulated per (cluster, selected cluster) up to this
+#: many entries (8 bytes each); beyond, each point walks the tree
+MERGE_TABLE_ENTRIES = 2**25
+
+
 @njit(cache=True, parallel=True)
-def _merge_heights(pc, plam, sel, cparent, birth):
-    """(B, k): the lambda at which each point's cluster and each selected
-    cluster part (their lowest common ancestor's split), or the point's own
-    lambda where one is at or above the other (hdbscan's merge_height)."""
-    B, k = pc.shape[0], sel.shape[0]
-    out = np.empty((B, k), np.float64)
-    for b in prange(B):
+def _merge_table(cparent, birth, sel):
+    """(K, k): the lambda at which cluster c and selected cluster j part
+    (their lowest common ancestor's split), NaN where one is at or above
+    the other (hdbscan's merge_height then takes the point's own lambda)."""
+    K, k = cparent.shape[0], sel.shape[0]
+    out = np.empty((K, k), np.float64)
+    for c in prange(K):
         for j in range(k):
-            left, right = pc[b], sel[j]
+            left, right = cparent[c] * 0 + c, sel[j]  # int64, as cparent
             took_l = took_r = False
             last = left
             while left != right:
@@ -334,8 +342,87 @@ def _merge_heights(pc, plam, sel, cparent, birth):
                     took_r = True
                     last = right
                     right = cparent[right]
+            out[c, j] = birth[last] if (took_l and took_r) else np.nan
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _merge_walk(pc, plam, sel, cparent, birth):
+    B, k = pc.shape[0], sel.shape[0]
+    out = np.empty((B, k), np.float64)
+    for b in prange(B):
+        for j in range(k):
+            left, right = pc[b], sel[j]
+            took_l = took_r = False
+            last = left
+            while left != right:
+                if left > right:
+                    took_l = True
+                    last = left
+                    left = cparent[left]
+                else:
+                    took_r = True
+                    last = right
+                    right = cparent[right]
             out[b, j] = birth[last] if (took_l and took_r) else plam[b]
     return out
+
+
+def _merge_heights(pd: PredictionData, pc, plam):
+    """(B, k) hdbscan's merge heights of points leaving clusters ``pc`` at
+    lambdas ``plam`` with each selected cluster."""
+    K, k = pd.cparent.shape[0], pd.n_clusters
+    if K * k > MERGE_TABLE_ENTRIES:
+        return _merge_walk(pc, plam, pd.selected, pd.cparent, pd.birth)
+    if getattr(pd, "_merge", None) is None:
+        pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
+    H = pd._merge[pc]
+    return np.where(np.isnan(H), plam[:, None], H)
+
+
+#: clusters with more exemplars than this are searched with a KD-tree, the
+#: others by brute force over their exemplars
+EXEMPLARS_BRUTE = 512
+
+
+#: points per tile of the brute-force exemplar search
+TILE = 64
+
+
+@njit(cache=True, parallel=True)
+def _min_dist_brute(X, ex, offsets, clusters, out):
+    """out[i, j] = min over cluster j's exemplars of |X[i] - e| for the
+    listed clusters.  Tiles of TILE points by columns, so that one
+    exemplar's squared distances to a tile vectorise and the exemplars are
+    read once a tile."""
+    m, d = X.shape
+    tiles = (m + TILE - 1) // TILE
+    for ti in prange(tiles):
+        lo = ti * TILE
+        P = min(m, lo + TILE) - lo
+        xt = np.empty((d, P))
+        for c in range(d):
+            for p in range(P):
+                xt[c, p] = X[lo + p, c]
+        r = np.empty(P)
+        best = np.empty(P)
+        for jj in range(clusters.shape[0]):
+            j = clusters[jj]
+            best[:] = np.inf
+            for e in range(offsets[j], offsets[j + 1]):
+                v = ex[e, 0]
+                for p in range(P):
+                    t = xt[0, p] - v
+                    r[p] = t * t
+                for c in range(1, d):
+                    v = ex[e, c]
+                    for p in range(P):
+                        t = xt[c, p] - v
+                        r[p] += t * t
+                for p in range(P):
+                    best[p] = min(best[p], r[p])
+            for p in range(P):
+                out[lo + p, j] = np.sqrt(best[p])
 
 
 def _dist_vectors(pd: PredictionData, X):
@@ -343,8 +430,19 @@ def _dist_vectors(pd: PredictionData, X):
     exemplar of each cluster) (finfo.max / k at 0), rows normalised."""
     k = pd.n_clusters
     d = np.empty((X.shape[0], k))
-    for j, t in enumerate(pd.exemplar_trees()):
-        d[:, j] = t.query(X, k=1, workers=-1)[0]
+    sizes = np.array([e.shape[0] for e in pd.exemplars], np.int64)
+    few = np.flatnonzero(sizes <= EXEMPLARS_BRUTE)
+    if few.shape[0]:
+        if getattr(pd, "_ex_cat", None) is None:
+            pd._ex_cat = np.ascontiguousarray(
+                np.concatenate([e for e in pd.exemplars if e.shape[0] <= EXEMPLARS_BRUTE]))
+        offsets = np.zeros(k + 1, np.int64)  # of the brute-force clusters' exemplars
+        offsets[few + 1] = sizes[few]
+        offsets = np.cumsum(offsets)
+        _min_dist_brute(np.ascontiguousarray(X), pd._ex_cat, offsets, few, d)
+    trees = pd.exemplar_trees()
+    for j in np.flatnonzero(sizes > EXEMPLARS_BRUTE):
+        d[:, j] = trees[j].query(X, k=1, workers=-1)[0]
     with np.errstate(divide="ignore"):
         inv = np.where(d != 0.0, 1.0 / d, _DBL_MAX / k)
     return inv / inv.sum(axis=1, keepdims=True)
@@ -383,7 +481,7 @@ def membership_vector(clusterer, points_to_predict):
     nbr, lam = nearest_mutual_reachability(pd, X)
     lam = np.minimum(lam, pd.point_lambda[nbr])
     pc = pd.point_cluster[nbr]
-    H = _merge_heights(pc, lam, pd.selected, pd.cparent, pd.birth)
+    H = _merge_heights(pd, pc, lam)
     ml = pd.death[pc][:, None]
     den = ml - H
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -394,12 +492,56 @@ def membership_vector(clusterer, points_to_predict):
     return out
 
 
+@njit(cache=True, parallel=True)
+def _all_points_combine(D, table, pc, pl, death, sel):
+    """In place on D, the (B, k) distance vectors: hdbscan's
+    all_points_membership_vectors from them, row by row (the merge heights
+    from ``table`` (``_merge_table``), the outlier vector's softmax, the
+    product normalised, times the probability of being in some cluster)."""
+    B, k = D.shape
+    for b in prange(B):
+        c = pc[b]
+        h = np.empty(k)
+        hmax = -np.inf
+        arg = 0
+        for j in range(k):
+            v = table[c, j]
+            h[j] = pl[b] if np.isnan(v) else v
+            if h[j] > hmax:
+                hmax = h[j]
+                arg = j
+        a = death[c] + 1e-8
+        s = np.empty(k)
+        smax = -np.inf
+        for j in range(k):
+            s[j] = np.exp(-(a / h[j]))
+            if s[j] > smax:  # NaN never compares larger: nanmax
+                smax = s[j]
+        tot = 0.0
+        for j in range(k):
+            s[j] = np.exp(s[j] - smax)
+            tot += s[j]
+        rs = 0.0
+        for j in range(k):
+            D[b, j] = D[b, j] * (s[j] / tot)
+            rs += D[b, j]
+        ins = hmax / max(pl[b], death[sel[arg]])
+        for j in range(k):
+            D[b, j] = D[b, j] / rs * ins
+    return D
+
+
 def _all_points_block(pd: PredictionData, rows):
     pc, pl = pd.point_cluster[rows], pd.point_lambda[rows]
-    H = _merge_heights(pc, pl, pd.selected, pd.cparent, pd.birth)
+    D = _dist_vectors(pd, pd.raw_data[rows])
+    if pd.cparent.shape[0] * pd.n_clusters <= MERGE_TABLE_ENTRIES:
+        if getattr(pd, "_merge", None) is None:
+            pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
+        return _all_points_combine(D, pd._merge, pc, pl, pd.death, pd.selected)
+    H = _merge_heights(pd, pc, pl)
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.exp(-((pd.death[pc] + 1e-8)[:, None] / H))
-    out = _dist_vectors(pd, pd.raw_data[rows]) * _softmax_rows(s)
+    out = D * _softmax_rows(s)
     out /= out.sum(axis=1, keepdims=True)
     out *= _in_some_cluster(pd, H, pl, 0.0)[:, None]
     return out
