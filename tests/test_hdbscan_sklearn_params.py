@@ -163,3 +163,11 @@ def test_relative_validity_equals_hdbscan(X):
                           approx_min_span_tree=False).fit(X)
     assert same_partition(ours.labels_, ref.labels_)
     assert ours.relative_validity_ == pytest.approx(ref.relative_validity_, rel=1e-12)
+
+
+def test_centres_need_a_cluster_store_not_labels(X, tmp_path):
+    out = tmp_path / "labels.npy"
+    for kw in (dict(store_centers="centroid"), dict(prediction_data=True)):
+        with pytest.raises(InputError, match="not a .npy of labels"):
+            HDBSCAN(out=str(out), **kw).fit(X)
+    assert not out.exists()

@@ -274,9 +274,10 @@ class HDBSCAN:
         if is_in_memory(X) and not device:
             X, names = validate_points(X)
         needs_points = bool(self.store_centers) or bool(self.prediction_data)
-        if self.prediction_data and self.out is not None and str(self.out).endswith(".npy"):
-            raise InputError("prediction_data needs the condensed tree: give out= a "
-                             "cluster store (not a .npy of labels)")
+        if needs_points and self.out is not None and str(self.out).endswith(".npy"):
+            raise InputError("store_centers and prediction_data need the probabilities "
+                             "and the condensed tree: give out= a cluster store (not a "
+                             ".npy of labels)")
         if needs_points and not is_in_memory(X) and not _is_dask_array(X):
             raise InputError("store_centers and prediction_data need the points in this "
                              "process: give them in memory or as a dask array, not "

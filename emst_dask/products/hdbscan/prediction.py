@@ -481,14 +481,18 @@ def membership_vector(clusterer, points_to_predict):
     nbr, lam = nearest_mutual_reachability(pd, X)
     lam = np.minimum(lam, pd.point_lambda[nbr])
     pc = pd.point_cluster[nbr]
-    H = _merge_heights(pd, pc, lam)
-    ml = pd.death[pc][:, None]
-    den = ml - H
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scores = ml / np.where(den <= 0.0, 1e-8, den)
-    out = _dist_vectors(pd, X) ** 0.5 * _softmax_rows(scores) ** 2.0
-    out /= out.sum(axis=1, keepdims=True)
-    out *= _in_some_cluster(pd, H, lam, 1e-8)[:, None]
+    out = np.empty((X.shape[0], k))
+    for start in range(0, X.shape[0], BLOCK_ROWS):  # the temporaries a block at a time
+        b = slice(start, start + BLOCK_ROWS)
+        H = _merge_heights(pd, pc[b], lam[b])
+        ml = pd.death[pc[b]][:, None]
+        den = ml - H
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scores = ml / np.where(den <= 0.0, 1e-8, den)
+        o = _dist_vectors(pd, X[b]) ** 0.5 * _softmax_rows(scores) ** 2.0
+        o /= o.sum(axis=1, keepdims=True)
+        o *= _in_some_cluster(pd, H, lam[b], 1e-8)[:, None]
+        out[b] = o
     return out
 
 
