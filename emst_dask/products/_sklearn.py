@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from ..errors import InputError
-from ..io.checks import MAX_DIM
+from ..io.checks import MAX_DIM, check_unmasked
 
 #: metrics a Euclidean tree answers (scikit-learn's and scipy's spellings)
 EUCLIDEAN = ("euclidean", "l2", "minkowski")
@@ -84,7 +84,7 @@ def validate_points(X, estimator: str = "HDBSCAN"):
     TypeError
         Sparse input (the tree needs the points' coordinates).
     InputError
-        Complex, non-numeric, non-finite input, or a shape other than (n, d)
+        Complex, non-numeric, non-finite or masked input, or a shape other than (n, d)
         with n >= 1 and 1 <= d <= MAX_DIM, before any work.
     """
     names = None
@@ -97,6 +97,7 @@ def validate_points(X, estimator: str = "HDBSCAN"):
         if len(cols) and all(isinstance(c, str) for c in cols):
             names = cols
         X = X.to_numpy()
+    check_unmasked(X, "points")  # np.asarray would drop the mask
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
