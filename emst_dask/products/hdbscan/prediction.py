@@ -166,11 +166,13 @@ def prediction_data(points, core_distances, min_samples, condensed, selected):
     has_child = np.zeros(K, np.bool_)
     has_child[t.cparent[1:]] = True
     exemplars = []
-    leaf_of_point = ~has_child[point_cluster]
-    top = point_lambda == t.death[point_cluster]
+    lab = label[point_cluster]
+    rows = np.flatnonzero(~has_child[point_cluster] & (point_lambda == t.death[point_cluster])
+                          & (lab >= 0))
+    rows = rows[np.argsort(lab[rows], kind="stable")]  # grouped by label, in one sort
+    bounds = np.searchsorted(lab[rows], np.arange(sel.shape[0] + 1))
     for j in range(sel.shape[0]):
-        rows = np.flatnonzero(leaf_of_point & top & (label[point_cluster] == j))
-        e = pts[rows]
+        e = pts[rows[bounds[j]:bounds[j + 1]]]
         exemplars.append(e[np.lexsort(e.T[::-1])] if e.shape[0] > 1 else e)
     return PredictionData(pts, core, int(min_samples), t.cparent, t.birth, t.death,
                           point_cluster, point_lambda, sel, label, lml, exemplars)
