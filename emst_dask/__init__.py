@@ -16,7 +16,8 @@ __all__ = ["emst", "SpanningTree", "InputError", "OutputError", "WorkerLost", "I
            "JobCancelled", "__version__",
            "emst_many", "submit", "get_job", "list_jobs", "EmbeddedCluster",
            "open_edges", "read_edges", "EdgeStore", "HDBSCAN", "mst_statistics",
-           "MSTStatistics", "mst_statistics_many", "fof", "FoFCatalogue", "open_fof"]
+           "MSTStatistics", "mst_statistics_many", "fof", "FoFCatalogue", "open_fof",
+           "approximate_predict", "membership_vector", "all_points_membership_vectors"]
 
 #: imported on first use (distributed is a heavy import)
 _LAZY = {"emst_many": "distributed.batch", "submit": "distributed.service",
@@ -26,7 +27,10 @@ _LAZY = {"emst_many": "distributed.batch", "submit": "distributed.service",
          "HDBSCAN": "products.estimator", "mst_statistics": "products.statistics",
          "MSTStatistics": "products.statistics",
          "mst_statistics_many": "distributed.realisations", "fof": "products.fof",
-         "FoFCatalogue": "products.catalogue", "open_fof": "products.catalogue"}
+         "FoFCatalogue": "products.catalogue", "open_fof": "products.catalogue",
+         "approximate_predict": "products.hdbscan.prediction",
+         "membership_vector": "products.hdbscan.prediction",
+         "all_points_membership_vectors": "products.hdbscan.prediction"}
 
 
 def __getattr__(name):

@@ -11,13 +11,14 @@ import numpy as np
 from ..errors import InputError
 from ..kernels import get_kernels, resolve_backend
 from ..tree import SpanningTree
-from .boruvka import boruvka
+from .boruvka import boruvka, core_distances2
 from .scaling import unscale_weights
 
 
 def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
                   box_size=None, sort_by_weight: bool = False,
-                  progress=None, hierarchy: bool = False) -> SpanningTree:
+                  progress=None, hierarchy: bool = False,
+                  core_scale: float = 1.0) -> SpanningTree:
     """The exact (mutual-reachability) MST of in-memory points.
 
     Parameters
@@ -40,6 +41,11 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
         HDBSCAN* dendrogram (``SpanningTree.hierarchy``); the edges then come
         in the engine's strict order (squared length, min row, max row),
         which sorts them by weight.
+    core_scale : float > 0
+        Multiply the core distances by this before the tree: the weights
+        are ``max(s * core_u, s * core_v, |x_u - x_v|)`` (robust single
+        linkage's alpha, ``s = alpha``); ``core_distances`` stay unscaled.
+        1 (default) is HDBSCAN*'s mutual reachability.
 
     Returns
     -------
@@ -53,8 +59,12 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
         points = K.to_device(points)
     elif name == "cpu" and not isinstance(points, np.ndarray):
         points = points.get()
+    core2 = None
+    if core_scale != 1.0 and min_samples > 1:  # squared: the scale enters squared
+        raw2 = core_distances2(K, points, min_samples, box_size)
+        core2 = raw2 * (core_scale ** 2)
     res = boruvka(K, points, min_samples, box_size=box_size, progress=progress,
-                  hierarchy=hierarchy)
+                  hierarchy=hierarchy, core_distances2=core2)
     src, dst, record = res.source, res.target, res.hierarchy
     weight = unscale_weights(K, res.weight2, res.exponent, points.dtype)
     if res.exponent < 0 or res.weight2.dtype != points.dtype:  # could overflow
@@ -62,6 +72,8 @@ def spanning_tree(points, min_samples: int = 1, backend: str = "auto", *,
     core = None
     if res.core2 is not None:
         core = unscale_weights(K, res.core2, res.exponent, points.dtype)
+        if core2 is not None:  # the unscaled ones, without a rounding
+            core = K.xp.sqrt(raw2)
     tree = SpanningTree(src, dst, weight, core, n, d, min_samples, name,
                         res.iterations, res.components, res.timings, box_size=box_size,
                         hierarchy=record)

@@ -33,6 +33,13 @@ class CondensedTree:
             self._array = self._array.to_numpy()
         return self._array
 
+    def to_pandas(self):
+        """hdbscan's ``to_pandas()``: a DataFrame with columns ``parent``,
+        ``child``, ``lambda_val``, ``child_size`` (needs pandas)."""
+        import pandas
+
+        return pandas.DataFrame(self.to_numpy())
+
     def __array__(self, dtype=None, copy=None):
         a = self.to_numpy()
         return a if dtype is None else a.astype(dtype)
@@ -122,3 +129,26 @@ class CondensedTree:
         ax.set_xticks([])
         ax.set_title(f"condensed tree: {len(x)} clusters, {len(self.selected)} selected")
         return ax
+
+
+class LinkageMatrix(np.ndarray):
+    """The (n-1, 4) float64 scipy linkage matrix (a numpy array) of a tree,
+    with hdbscan's ``to_pandas()``."""
+
+    def to_numpy(self) -> np.ndarray:
+        """The matrix as a plain numpy array."""
+        return np.asarray(self).view(np.ndarray)
+
+    def to_pandas(self):
+        """hdbscan's table of the merges: ``parent`` (n + i for merge i),
+        ``left_child``, ``right_child`` (int64), ``distance`` (float64) and
+        ``size`` (int64, points under the parent); needs pandas."""
+        import pandas
+
+        z = self.to_numpy()
+        n = z.shape[0] + 1
+        return pandas.DataFrame({"parent": np.arange(n, n + z.shape[0], dtype=np.int64),
+                                 "left_child": z[:, 0].astype(np.int64),
+                                 "right_child": z[:, 1].astype(np.int64),
+                                 "distance": z[:, 2],
+                                 "size": z[:, 3].astype(np.int64)})

@@ -1,0 +1,177 @@
+"""Prediction on a fitted HDBSCAN* model: emst_dask against hdbscan.
+
+    python benchmarks/hdbscan_predict.py                       # 1M model, 100k new points
+    python benchmarks/hdbscan_predict.py --n 1e7 --new 1e6 --backend cuda --tools emst_dask
+
+The model is fitted on a reference cloud (``emst_dask.datasets``, halos,
+3-D float64, seed 0) with ``prediction_data=True``; the new points are
+another draw of the same cloud (seed 1).  Each tool runs in a fresh process,
+first on a small cloud untimed (numba compilation), then timed: the fit,
+``approximate_predict`` and ``membership_vector`` of the new points, and
+``all_points_membership_vectors`` of the model (emst_dask: streamed block by
+block and discarded, so its (n, k) matrix need not fit; hdbscan: only where
+its few (n, k) float64 matrices fit ``--max-gib``).  hdbscan's
+``membership_vector`` loops over the points in Python: it is timed on the
+first ``--hdbscan-membership-rows`` new points only (the row says how many).
+Peak resident memory is each process's own after the data and the warm-up.
+The predicted labels are compared with emst_dask's (adjusted Rand index).
+Results go to ``benchmarks/results/hdbscan-predict-<machine>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
+
+
+def _fit(tool, X, m, k, backend):
+    if tool == "emst_dask":
+        from emst_dask import HDBSCAN
+
+        if backend == "cuda":
+            import cupy
+
+            X = cupy.asarray(X)
+        return HDBSCAN(min_cluster_size=m, min_samples=k, prediction_data=True,
+                       backend=backend).fit(X)
+    import hdbscan
+
+    return hdbscan.HDBSCAN(min_cluster_size=m, min_samples=k - 1, prediction_data=True,
+                           core_dist_n_jobs=os.cpu_count()).fit(X)
+
+
+def _api(tool):
+    if tool == "emst_dask":
+        import emst_dask as api
+    else:
+        import hdbscan as api
+    return api
+
+
+def child(a):
+    from emst_dask import datasets
+
+    X = datasets.GENERATORS[a.dataset](a.n, dim=a.dim, seed=0).astype(np.float64)
+    Y = datasets.GENERATORS[a.dataset](a.new, dim=a.dim, seed=1).astype(np.float64)
+    warm = datasets.GENERATORS[a.dataset](5000, dim=a.dim, seed=2).astype(np.float64)
+    api = _api(a.child)
+    w = _fit(a.child, warm, 50, a.min_samples, a.backend)
+    api.approximate_predict(w, warm[:100])
+    api.membership_vector(w, warm[:100])
+    api.all_points_membership_vectors(w)
+    reset_peak_rss()
+    out = {"rss_before": peak_rss()}
+    t0 = time.perf_counter()
+    model = _fit(a.child, X, a.min_cluster_size, a.min_samples, a.backend)
+    out["fit_seconds"] = time.perf_counter() - t0
+    labels = np.asarray(model.labels_ if a.child != "emst_dask" or a.backend != "cuda"
+                        else model.labels_.get())
+    k = int(labels.max()) + 1
+    out.update(clusters=k, noise=int((labels < 0).sum()))
+    t0 = time.perf_counter()
+    lab, prob = api.approximate_predict(model, Y)
+    out["approximate_predict_seconds"] = time.perf_counter() - t0
+    np.save(a.labels, np.asarray(lab, np.int64))
+    rows = len(Y) if a.child == "emst_dask" else min(len(Y), a.hdbscan_membership_rows)
+    t0 = time.perf_counter()
+    api.membership_vector(model, Y[:rows])
+    out["membership_vector_seconds"] = time.perf_counter() - t0
+    out["membership_vector_rows"] = rows
+    matrix_gib = len(X) * k * 8 / 2**30
+    out["all_points_matrix_gib"] = matrix_gib
+    t0 = time.perf_counter()
+    if a.child == "emst_dask":
+        from emst_dask.products.hdbscan.prediction import iter_all_points_membership_vectors
+
+        total = 0.0
+        for _, block in iter_all_points_membership_vectors(model):
+            total += float(block.sum())  # streamed: each block dropped
+        out["all_points_seconds"] = time.perf_counter() - t0
+        out["all_points_sum"] = total
+    elif 4 * matrix_gib <= a.max_gib:
+        api.all_points_membership_vectors(model)
+        out["all_points_seconds"] = time.perf_counter() - t0
+    else:
+        out["all_points_skipped"] = (f"needs about {4 * matrix_gib:.1f} GiB (four (n, k) "
+                                     f"float64 matrices), above --max-gib {a.max_gib}")
+    out["peak_rss"] = peak_rss()
+    print(json.dumps(out))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=lambda s: int(float(s)), default=1_000_000)
+    p.add_argument("--new", type=lambda s: int(float(s)), default=100_000)
+    p.add_argument("--dataset", default="halos")
+    p.add_argument("--dim", type=int, default=3)
+    p.add_argument("--min-cluster-size", type=int, default=100)
+    p.add_argument("--min-samples", type=int, default=10)
+    p.add_argument("--backend", default="cpu")
+    p.add_argument("--tools", default="emst_dask,hdbscan")
+    p.add_argument("--hdbscan-membership-rows", type=int, default=1000)
+    p.add_argument("--max-gib", type=float, default=16.0)
+    p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--machine", default=socket.gethostname())
+    p.add_argument("--out", default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--labels", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        return child(a)
+    from sklearn.metrics import adjusted_rand_score
+
+    work = tempfile.mkdtemp(prefix="hdbscan-predict-")
+    rows, labels = [], {}
+    for tool in a.tools.split(","):
+        lab = os.path.join(work, f"{tool}.npy")
+        cmd = [sys.executable, __file__, "--child", tool, "--labels", lab]
+        for opt in ("n", "new", "dataset", "dim", "min_cluster_size", "min_samples",
+                    "backend", "hdbscan_membership_rows", "max_gib"):
+            cmd += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            rows.append({"tool": tool, "error": f"timed out after {a.timeout:.0f} s"})
+            print(f"{tool}: timed out", flush=True)
+            continue
+        if r.returncode:
+            rows.append({"tool": tool, "error": r.stderr[-2000:]})
+            print(f"{tool}: failed\n{r.stderr[-2000:]}", flush=True)
+            continue
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        res.update(tool=tool, process_seconds=time.perf_counter() - t0)
+        labels[tool] = np.load(lab)
+        rows.append(res)
+        print(tool, json.dumps(res), flush=True)
+    ours = labels.get("emst_dask")
+    for row in rows:
+        if ours is not None and row.get("tool") in labels and row["tool"] != "emst_dask":
+            row["predicted_ari_vs_emst_dask"] = float(adjusted_rand_score(
+                ours, labels[row["tool"]]))
+    result = {"n": a.n, "new": a.new, "dataset": a.dataset, "dim": a.dim,
+              "min_cluster_size": a.min_cluster_size, "min_samples": a.min_samples,
+              "backend": a.backend, "machine": a.machine, "cpus": os.cpu_count(),
+              "rows": rows}
+    out = Path(a.out) if a.out else HERE / "results" / f"hdbscan-predict-{a.machine}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
