@@ -11,6 +11,7 @@ limit.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -90,7 +91,14 @@ def test_auto_on_memory_limited_cpu_workers(tmp_path):
             Client(lc, set_as_default=False) as c:
         c.wait_for_workers(2, timeout=60)
         before = sorted(c.run(os.getpid).values())
-        tree = emst_dask.emst(path, client=c, partitions="auto")
+        # bounded: a job whose workers sit paused at their memory limit would
+        # wait for good (a failure to see, not a CI run that never ends)
+        pool = ThreadPoolExecutor(1)
+        try:
+            tree = pool.submit(emst_dask.emst, path, client=c,
+                               partitions="auto").result(timeout=600)
+        finally:
+            pool.shutdown(wait=False)
         assert sorted(c.run(os.getpid).values()) == before  # nobody restarted
         peaks = c.run(_peak_rss)
     assert tree.report.partitions > 1
