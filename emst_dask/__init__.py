@@ -29,8 +29,8 @@ _LAZY = {"emst_many": "distributed.batch", "submit": "distributed.service",
          "mst_statistics_many": "distributed.realisations", "fof": "products.fof",
          "FoFCatalogue": "products.catalogue", "open_fof": "products.catalogue",
          "approximate_predict": "products.hdbscan.prediction",
-         "membership_vector": "products.hdbscan.prediction",
-         "all_points_membership_vectors": "products.hdbscan.prediction"}
+         "membership_vector": "products.hdbscan.membership",
+         "all_points_membership_vectors": "products.hdbscan.membership"}
 
 
 def __getattr__(name):

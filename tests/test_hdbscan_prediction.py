@@ -183,7 +183,7 @@ def test_all_points_limit_and_streaming(fitted, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "m.npy"), full)
     with pytest.raises(InputError, match="out has shape"):
         ed.all_points_membership_vectors(ours, out=np.empty((3, 3)))
-    from emst_dask.products.hdbscan.prediction import iter_all_points_membership_vectors
+    from emst_dask.products.hdbscan.membership import iter_all_points_membership_vectors
 
     parts = list(iter_all_points_membership_vectors(ours, block_rows=400))
     assert [s for s, _ in parts] == [0, 400, 800]
@@ -383,7 +383,7 @@ def test_dask_array_on_a_worker_predicts_as_in_memory(client, tmp_path):
 def test_every_code_path_gives_the_same_memberships(fitted, monkeypatch):
     """The merge-height table and the per-point walk, the exemplars'
     brute-force search and their KD-trees, one block or several, agree."""
-    import emst_dask.products.hdbscan.prediction as P
+    import emst_dask.products.hdbscan.membership as P
 
     X, Y, ours, _, _ = fitted
     want_all = ed.all_points_membership_vectors(ours)

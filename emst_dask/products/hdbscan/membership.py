@@ -1,0 +1,339 @@
+"""Soft memberships: hdbscan's ``membership_vector`` and
+``all_points_membership_vectors`` on a fitted
+``emst_dask.HDBSCAN(prediction_data=True)`` (the prediction data and the
+definitions: ``prediction``).
+
+Each is hdbscan's product of a distance vector (inverse distance to each
+cluster's exemplars, normalised) and an outlier vector (a softmax of the
+merge heights of the point's cluster with each selected cluster), times the
+probability of being in some cluster.  The merge heights come from a table
+per (cluster, selected cluster) up to ``MERGE_TABLE_ENTRIES``, else from a
+walk up the tree per point; the exemplar distances from a brute-force
+search in tiles up to ``EXEMPLARS_BRUTE`` exemplars a cluster, else from
+KD-trees.  ``all_points_membership_vectors`` works in row blocks and
+returns at most ``membership_max_bytes()`` as one array.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ...errors import InputError
+from .prediction import (_DBL_MAX, BLOCK_ROWS, PredictionData, _data, _new_points,
+                         nearest_mutual_reachability)
+
+#: all_points_membership_vectors returns at most this many bytes as one
+#: array (n * k * 8); beyond it give ``out=`` or iterate over the blocks.
+#: Set with dask.config ``emst_dask.hdbscan.membership-max-bytes``.
+MEMBERSHIP_MAX_BYTES = 8 * 2**30
+
+
+#: merge heights are tabulated per (cluster, selected cluster) up to this
+#: many entries (8 bytes each); beyond, each point walks the tree
+MERGE_TABLE_ENTRIES = 2**25
+
+
+@njit(cache=True, parallel=True)
+def _merge_table(cparent, birth, sel):
+    """(K, k): the lambda at which cluster c and selected cluster j part
+    (their lowest common ancestor's split), NaN where one is at or above
+    the other (hdbscan's merge_height then takes the point's own lambda)."""
+    K, k = cparent.shape[0], sel.shape[0]
+    out = np.empty((K, k), np.float64)
+    for c in prange(K):
+        for j in range(k):
+            left, right = cparent[c] * 0 + c, sel[j]  # int64, as cparent
+            took_l = took_r = False
+            last = left
+            while left != right:
+                if left > right:  # a parent's index is below its children's
+                    took_l = True
+                    last = left
+                    left = cparent[left]
+                else:
+                    took_r = True
+                    last = right
+                    right = cparent[right]
+            out[c, j] = birth[last] if (took_l and took_r) else np.nan
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _merge_walk(pc, plam, sel, cparent, birth):
+    B, k = pc.shape[0], sel.shape[0]
+    out = np.empty((B, k), np.float64)
+    for b in prange(B):
+        for j in range(k):
+            left, right = pc[b], sel[j]
+            took_l = took_r = False
+            last = left
+            while left != right:
+                if left > right:
+                    took_l = True
+                    last = left
+                    left = cparent[left]
+                else:
+                    took_r = True
+                    last = right
+                    right = cparent[right]
+            out[b, j] = birth[last] if (took_l and took_r) else plam[b]
+    return out
+
+
+def _merge_heights(pd: PredictionData, pc, plam):
+    """(B, k) hdbscan's merge heights of points leaving clusters ``pc`` at
+    lambdas ``plam`` with each selected cluster."""
+    K, k = pd.cparent.shape[0], pd.n_clusters
+    if K * k > MERGE_TABLE_ENTRIES:
+        return _merge_walk(pc, plam, pd.selected, pd.cparent, pd.birth)
+    if getattr(pd, "_merge", None) is None:
+        pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
+    H = pd._merge[pc]
+    return np.where(np.isnan(H), plam[:, None], H)
+
+
+#: clusters with more exemplars than this are searched with a KD-tree, the
+#: others by brute force over their exemplars
+EXEMPLARS_BRUTE = 512
+
+
+#: points per tile of the brute-force exemplar search
+TILE = 64
+
+
+@njit(cache=True, parallel=True)
+def _min_dist_brute(X, ex, offsets, clusters, out):
+    """out[i, j] = min over cluster j's exemplars of |X[i] - e| for the
+    listed clusters.  Tiles of TILE points by columns, so that one
+    exemplar's squared distances to a tile vectorise and the exemplars are
+    read once a tile."""
+    m, d = X.shape
+    tiles = (m + TILE - 1) // TILE
+    for ti in prange(tiles):
+        lo = ti * TILE
+        P = min(m, lo + TILE) - lo
+        xt = np.empty((d, P))
+        for c in range(d):
+            for p in range(P):
+                xt[c, p] = X[lo + p, c]
+        r = np.empty(P)
+        best = np.empty(P)
+        for jj in range(clusters.shape[0]):
+            j = clusters[jj]
+            best[:] = np.inf
+            for e in range(offsets[j], offsets[j + 1]):
+                v = ex[e, 0]
+                for p in range(P):
+                    t = xt[0, p] - v
+                    r[p] = t * t
+                for c in range(1, d):
+                    v = ex[e, c]
+                    for p in range(P):
+                        t = xt[c, p] - v
+                        r[p] += t * t
+                for p in range(P):
+                    best[p] = min(best[p], r[p])
+            for p in range(P):
+                out[lo + p, j] = np.sqrt(best[p])
+
+
+def _dist_vectors(pd: PredictionData, X):
+    """(B, k) hdbscan's distance membership: 1 / (distance to the nearest
+    exemplar of each cluster) (finfo.max / k at 0), rows normalised."""
+    k = pd.n_clusters
+    d = np.empty((X.shape[0], k))
+    sizes = np.array([e.shape[0] for e in pd.exemplars], np.int64)
+    few = np.flatnonzero(sizes <= EXEMPLARS_BRUTE)
+    if few.shape[0]:
+        if getattr(pd, "_ex_cat", None) is None:
+            pd._ex_cat = np.ascontiguousarray(
+                np.concatenate([e for e in pd.exemplars if e.shape[0] <= EXEMPLARS_BRUTE]))
+        offsets = np.zeros(k + 1, np.int64)  # of the brute-force clusters' exemplars
+        offsets[few + 1] = sizes[few]
+        offsets = np.cumsum(offsets)
+        _min_dist_brute(np.ascontiguousarray(X), pd._ex_cat, offsets, few, d)
+    trees = pd.exemplar_trees(EXEMPLARS_BRUTE)
+    for j in np.flatnonzero(sizes > EXEMPLARS_BRUTE):
+        d[:, j] = trees[j].query(X, k=1, workers=-1)[0]
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0.0, 1.0 / d, _DBL_MAX / k)
+    return inv / inv.sum(axis=1, keepdims=True)
+
+
+def _softmax_rows(s):
+    e = np.exp(s - np.nanmax(s, axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _in_some_cluster(pd, H, lam, eps):
+    arg = H.argmax(axis=1)
+    top = pd.death[pd.selected[arg]]
+    return H.max(axis=1) / (np.maximum(lam, top) + eps)
+
+
+def membership_vector(clusterer, points_to_predict):
+    """Soft membership of new points in each cluster (hdbscan's
+    ``membership_vector``).
+
+    Parameters
+    ----------
+    clusterer : ``emst_dask.HDBSCAN`` fitted with ``prediction_data=True``
+    points_to_predict : (m, d) array-like
+
+    Returns
+    -------
+    (m, k) float64: entry ``[i, j]`` the probability that point i is in
+    cluster j; (m, 0) without clusters.
+    """
+    pd = _data(clusterer)
+    X = _new_points(pd, points_to_predict)
+    k = pd.n_clusters
+    if k == 0:
+        return np.zeros((X.shape[0], 0))
+    nbr, lam = nearest_mutual_reachability(pd, X)
+    lam = np.minimum(lam, pd.point_lambda[nbr])
+    pc = pd.point_cluster[nbr]
+    out = np.empty((X.shape[0], k))
+    for start in range(0, X.shape[0], BLOCK_ROWS):  # the temporaries a block at a time
+        b = slice(start, start + BLOCK_ROWS)
+        H = _merge_heights(pd, pc[b], lam[b])
+        ml = pd.death[pc[b]][:, None]
+        den = ml - H
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scores = ml / np.where(den <= 0.0, 1e-8, den)
+        o = _dist_vectors(pd, X[b]) ** 0.5 * _softmax_rows(scores) ** 2.0
+        o /= o.sum(axis=1, keepdims=True)
+        o *= _in_some_cluster(pd, H, lam[b], 1e-8)[:, None]
+        out[b] = o
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _all_points_combine(D, table, pc, pl, death, sel):
+    """In place on D, the (B, k) distance vectors: hdbscan's
+    all_points_membership_vectors from them, row by row (the merge heights
+    from ``table`` (``_merge_table``), the outlier vector's softmax, the
+    product normalised, times the probability of being in some cluster)."""
+    B, k = D.shape
+    for b in prange(B):
+        c = pc[b]
+        h = np.empty(k)
+        hmax = -np.inf
+        arg = 0
+        for j in range(k):
+            v = table[c, j]
+            h[j] = pl[b] if np.isnan(v) else v
+            if h[j] > hmax:
+                hmax = h[j]
+                arg = j
+        a = death[c] + 1e-8
+        s = np.empty(k)
+        smax = -np.inf
+        for j in range(k):
+            s[j] = np.exp(-(a / h[j]))
+            if s[j] > smax:  # NaN never compares larger: nanmax
+                smax = s[j]
+        tot = 0.0
+        for j in range(k):
+            s[j] = np.exp(s[j] - smax)
+            tot += s[j]
+        rs = 0.0
+        for j in range(k):
+            D[b, j] = D[b, j] * (s[j] / tot)
+            rs += D[b, j]
+        ins = hmax / max(pl[b], death[sel[arg]])
+        for j in range(k):
+            D[b, j] = D[b, j] / rs * ins
+    return D
+
+
+def _all_points_block(pd: PredictionData, rows):
+    pc, pl = pd.point_cluster[rows], pd.point_lambda[rows]
+    D = _dist_vectors(pd, pd.raw_data[rows])
+    if pd.cparent.shape[0] * pd.n_clusters <= MERGE_TABLE_ENTRIES:
+        if getattr(pd, "_merge", None) is None:
+            pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
+        return _all_points_combine(D, pd._merge, pc, pl, pd.death, pd.selected)
+    H = _merge_heights(pd, pc, pl)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.exp(-((pd.death[pc] + 1e-8)[:, None] / H))
+    out = D * _softmax_rows(s)
+    out /= out.sum(axis=1, keepdims=True)
+    out *= _in_some_cluster(pd, H, pl, 0.0)[:, None]
+    return out
+
+
+def iter_all_points_membership_vectors(clusterer, block_rows: int = BLOCK_ROWS):
+    """``all_points_membership_vectors`` one block of rows at a time.
+
+    Yields
+    ------
+    start : int, the block's first row
+    block : (rows, k) float64
+    """
+    pd = _data(clusterer)
+    n = pd.raw_data.shape[0]
+    if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
+        raise InputError(f"block_rows must be an integer >= 1, got {block_rows!r}")
+    for start in range(0, n, int(block_rows)):
+        rows = np.arange(start, min(n, start + int(block_rows)))
+        if pd.n_clusters == 0:
+            yield start, np.zeros((rows.shape[0], 0))
+        else:
+            yield start, _all_points_block(pd, rows)
+
+
+def membership_max_bytes() -> int:
+    """The largest result ``all_points_membership_vectors`` returns as one
+    array (dask.config ``emst_dask.hdbscan.membership-max-bytes``)."""
+    import dask.config
+
+    return int(dask.config.get("emst_dask.hdbscan.membership-max-bytes",
+                               MEMBERSHIP_MAX_BYTES))
+
+
+def all_points_membership_vectors(clusterer, *, out=None, block_rows: int = BLOCK_ROWS):
+    """Soft membership of every fitted point in each cluster (hdbscan's
+    ``all_points_membership_vectors``), computed in blocks of rows.
+
+    The result is an (n, k) float64 matrix: ``n * k * 8`` bytes.  Up to
+    ``membership_max_bytes()`` (8 GiB unless set) it is returned as one
+    array; beyond, give ``out`` (any (n, k) float64 array taking slice
+    assignment: ``np.lib.format.open_memmap``, a zarr array) to have it
+    written there block by block, or iterate
+    ``iter_all_points_membership_vectors``.  Each block holds a few
+    (block_rows, k) arrays besides.
+
+    Parameters
+    ----------
+    clusterer : ``emst_dask.HDBSCAN`` fitted with ``prediction_data=True``
+    out : (n, k) array, optional
+    block_rows : int
+
+    Returns
+    -------
+    (n, k) float64 (``out`` when given); (n, 0) without clusters.
+
+    Raises
+    ------
+    InputError
+        The matrix is larger than the limit and no ``out`` was given, or
+        ``out`` has the wrong shape; before any work.
+    """
+    pd = _data(clusterer)
+    n, k = pd.raw_data.shape[0], pd.n_clusters
+    if out is None:
+        nbytes, limit = n * k * 8, membership_max_bytes()
+        if nbytes > limit:
+            raise InputError(
+                f"all_points_membership_vectors of {n:,} points and {k} clusters is "
+                f"{nbytes / 2**30:.1f} GiB (n * k * 8 bytes), above the "
+                f"{limit / 2**30:.1f} GiB limit (dask.config "
+                "emst_dask.hdbscan.membership-max-bytes): give out= (an (n, k) float64 "
+                "memmap or zarr array) or iterate iter_all_points_membership_vectors")
+        out = np.empty((n, k))
+    elif tuple(out.shape) != (n, k):
+        raise InputError(f"out has shape {tuple(out.shape)}, expected ({n}, {k})")
+    for start, block in iter_all_points_membership_vectors(clusterer, block_rows):
+        out[start:start + block.shape[0]] = block
+    return out
