@@ -33,6 +33,24 @@ MEMBERSHIP_MAX_BYTES = 8 * 2**30
 MERGE_TABLE_ENTRIES = 2**25
 
 
+@njit(cache=True)
+def _parting(left, right, cparent, birth):
+    """The lambda at which clusters ``left`` and ``right`` part (their lowest
+    common ancestor's split), NaN when one is at or above the other."""
+    took_l = took_r = False
+    last = left
+    while left != right:
+        if left > right:  # a parent's index is below its children's
+            took_l = True
+            last = left
+            left = cparent[left]
+        else:
+            took_r = True
+            last = right
+            right = cparent[right]
+    return birth[last] if (took_l and took_r) else np.nan
+
+
 @njit(cache=True, parallel=True)
 def _merge_table(cparent, birth, sel):
     """(K, k): the lambda at which cluster c and selected cluster j part
@@ -42,19 +60,7 @@ def _merge_table(cparent, birth, sel):
     out = np.empty((K, k), np.float64)
     for c in prange(K):
         for j in range(k):
-            left, right = cparent[c] * 0 + c, sel[j]  # int64, as cparent
-            took_l = took_r = False
-            last = left
-            while left != right:
-                if left > right:  # a parent's index is below its children's
-                    took_l = True
-                    last = left
-                    left = cparent[left]
-                else:
-                    took_r = True
-                    last = right
-                    right = cparent[right]
-            out[c, j] = birth[last] if (took_l and took_r) else np.nan
+            out[c, j] = _parting(cparent[c] * 0 + c, sel[j], cparent, birth)  # int64
     return out
 
 
@@ -64,19 +70,8 @@ def _merge_walk(pc, plam, sel, cparent, birth):
     out = np.empty((B, k), np.float64)
     for b in prange(B):
         for j in range(k):
-            left, right = pc[b], sel[j]
-            took_l = took_r = False
-            last = left
-            while left != right:
-                if left > right:
-                    took_l = True
-                    last = left
-                    left = cparent[left]
-                else:
-                    took_r = True
-                    last = right
-                    right = cparent[right]
-            out[b, j] = birth[last] if (took_l and took_r) else plam[b]
+            h = _parting(pc[b], sel[j], cparent, birth)
+            out[b, j] = plam[b] if np.isnan(h) else h
     return out
 
 
