@@ -208,3 +208,12 @@ def canonical(condensed):
         out[s] = dict(parent=parents[c], birth=births[c], death=max(deaths),
                       points=dict(pts.get(c, {})))
     return out
+
+
+def same_partition(a, b):
+    """Labels equal up to renumbering, noise (-1) the same points."""
+    a, b = np.asarray(a), np.asarray(b)
+    if not np.array_equal(a < 0, b < 0):
+        return False
+    pairs = set(zip(a[a >= 0].tolist(), b[b >= 0].tolist()))
+    return len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs})

@@ -8,6 +8,8 @@ import pytest
 
 from emst_dask import HDBSCAN, InputError
 
+from hdbscan_oracle import same_partition
+
 sk = pytest.importorskip("sklearn.cluster")
 
 
@@ -17,14 +19,6 @@ def blobs(n=900, d=2, seed=3):
     parts = [c + rng.normal(0, 0.2 + 0.1 * i, (n // 5, d)) for i, c in enumerate(centres)]
     parts.append(rng.random((n - 4 * (n // 5), d)) * 10)
     return np.concatenate(parts)
-
-
-def same_partition(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if not np.array_equal(a < 0, b < 0):
-        return False
-    pairs = set(zip(a[a >= 0].tolist(), b[b >= 0].tolist()))
-    return len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs})
 
 
 def relabel(ours, ref):

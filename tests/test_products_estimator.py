@@ -20,6 +20,8 @@ from emst_dask import HDBSCAN, InputError, OutputError, emst
 from emst_dask.cli import main
 from emst_dask.io.cluster_store import read_clusters
 
+from hdbscan_oracle import same_partition
+
 sklearn_cluster = pytest.importorskip("sklearn.cluster")
 
 
@@ -30,15 +32,6 @@ def blobs(n=1200, d=2, seed=0):
     parts = [c + rng.normal(0, 0.15 + 0.1 * i, (n // 6, d)) for i, c in enumerate(centres)]
     parts.append(rng.random((n - 5 * (n // 6), d)) * 10)
     return np.concatenate(parts)
-
-
-def same_partition(a, b):
-    """Labels equal up to renumbering, noise (-1) the same points."""
-    a, b = np.asarray(a), np.asarray(b)
-    if not np.array_equal(a < 0, b < 0):
-        return False
-    pairs = set(zip(a[a >= 0].tolist(), b[b >= 0].tolist()))
-    return len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs})
 
 
 @pytest.fixture(scope="module")
