@@ -96,7 +96,7 @@ def child(a):
     out["all_points_matrix_gib"] = matrix_gib
     t0 = time.perf_counter()
     if a.child == "emst_dask":
-        from emst_dask.products.hdbscan.prediction import iter_all_points_membership_vectors
+        from emst_dask.products.hdbscan.membership import iter_all_points_membership_vectors
 
         total = 0.0
         for _, block in iter_all_points_membership_vectors(model):
