@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from children import run_child  # noqa: E402
 from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
 
 
@@ -109,22 +109,13 @@ def main():
                "--dataset", a.dataset, "--dim", str(a.dim),
                "--min-cluster-size", str(a.min_cluster_size),
                "--min-samples", str(a.min_samples)]
-        t0 = time.perf_counter()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-        except subprocess.TimeoutExpired:
-            rows.append({"tool": tool, "error": f"timed out after {a.timeout:.0f} s"})
-            print(f"{tool}: timed out", flush=True)
+        res, ok = run_child(tool, cmd, a.timeout)
+        if not ok:
+            rows.append(res)
             continue
-        if r.returncode:
-            rows.append({"tool": tool, "error": r.stderr[-2000:]})
-            print(f"{tool}: failed\n{r.stderr[-2000:]}", flush=True)
-            continue
-        res = json.loads(r.stdout.strip().splitlines()[-1])
         labels[tool] = np.load(lab)
         lb = labels[tool]
-        res.update(tool=tool, process_seconds=time.perf_counter() - t0,
-                   clusters=int(lb.max()) + 1, noise=int((lb < 0).sum()))
+        res.update(clusters=int(lb.max()) + 1, noise=int((lb < 0).sum()))
         rows.append(res)
         print(f"{tool}: {res['seconds']:.2f} s, peak RSS {res['peak_rss'] / 1e6:.0f} MB, "
               f"{res['clusters']} clusters, {res['noise']} noise", flush=True)

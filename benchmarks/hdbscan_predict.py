@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from children import run_child  # noqa: E402
 from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
 
 
@@ -143,19 +143,10 @@ def main():
         for opt in ("n", "new", "dataset", "dim", "min_cluster_size", "min_samples",
                     "backend", "hdbscan_membership_rows", "max_gib"):
             cmd += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
-        t0 = time.perf_counter()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-        except subprocess.TimeoutExpired:
-            rows.append({"tool": tool, "error": f"timed out after {a.timeout:.0f} s"})
-            print(f"{tool}: timed out", flush=True)
+        res, ok = run_child(tool, cmd, a.timeout)
+        if not ok:
+            rows.append(res)
             continue
-        if r.returncode:
-            rows.append({"tool": tool, "error": r.stderr[-2000:]})
-            print(f"{tool}: failed\n{r.stderr[-2000:]}", flush=True)
-            continue
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-        res.update(tool=tool, process_seconds=time.perf_counter() - t0)
         labels[tool] = np.load(lab)
         rows.append(res)
         print(tool, json.dumps(res), flush=True)

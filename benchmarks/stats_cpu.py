@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from children import run_child  # noqa: E402
 from peak_memory import peak_rss, reset_peak_rss  # noqa: E402
 
 
@@ -150,19 +150,10 @@ def main():
     for tool in a.tools.split(","):
         cmd = [sys.executable, __file__, "--child", tool, "--work", work,
                "--repeat", str(a.repeat)]
-        t0 = time.perf_counter()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-        except subprocess.TimeoutExpired:
-            rows.append({"tool": tool, "error": f"timed out after {a.timeout:.0f} s"})
-            print(f"{tool}: timed out", flush=True)
+        res, ok = run_child(tool, cmd, a.timeout)
+        if not ok:
+            rows.append(res)
             continue
-        if r.returncode:
-            rows.append({"tool": tool, "error": r.stderr[-2000:]})
-            print(f"{tool}: failed\n{r.stderr[-2000:]}", flush=True)
-            continue
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-        res.update(tool=tool, process_seconds=time.perf_counter() - t0)
         rows.append(res)
         print(f"{tool}: {res['seconds']:.3f} s, peak RSS {res['peak_rss'] / 1e6:.0f} MB, "
               f"{res['branches']} branches", flush=True)
