@@ -80,12 +80,43 @@ def _spans(n, u, v) -> bool:
 
 def check_tree(tree, pts, min_samples, ref, n) -> dict:
     """Exactness figures of one run: spanning tree, edge-set hash, sampled
-    weights recomputed in float64 (Euclidean runs)."""
+    weights recomputed in float64 (Euclidean runs).  An edge set equal to
+    the first run's (which was checked to span) spans: not checked again."""
     h = edge_hash(tree.source, tree.target)
-    return dict(spanning_tree=bool(_spans(n, tree.source, tree.target)), edge_hash=h,
-                same_edge_set_as_first=None if ref is None else h == ref["hash"],
+    same = None if ref is None else h == ref["hash"]
+    spans = ref["spans"] if same else bool(_spans(n, tree.source, tree.target))
+    return dict(spanning_tree=spans, edge_hash=h, same_edge_set_as_first=same,
                 max_rel_weight_error_sampled=sampled_weight_error(tree, pts)
                 if min_samples == 1 else None)
+
+
+class SnapshotRows:
+    """The rows of a snapshot's ``points`` read on demand (``pts[idx]``):
+    what the checks need of a cloud too big to hold twice."""
+
+    def __init__(self, path, seconds=0.0):
+        import zarr
+
+        self.z = zarr.open_group(path, mode="r")["points"]
+        self.seconds = seconds
+        self.shape, self.dtype = self.z.shape, self.z.dtype
+
+    def __getitem__(self, idx):
+        idx = np.asarray(idx)
+        order = np.argsort(idx, kind="stable")
+        rows = np.empty((idx.shape[0], self.shape[1]), self.dtype)
+        rows[order] = self.z.get_orthogonal_selection((idx[order], slice(None)))
+        return rows
+
+
+def make_chunked(snap, args) -> SnapshotRows:
+    """The chunked variant written straight into ``snap`` by every core."""
+    from emst_dask.io.snapshot import write_chunked
+
+    t0 = time.perf_counter()
+    write_chunked(snap, args.dataset, args.n, dim=args.dim, seed=0,
+                  chunk_rows=args.chunk_rows, overwrite=True)
+    return SnapshotRows(snap, time.perf_counter() - t0)
 
 
 def parse_runs(spec, partitions):
@@ -215,6 +246,13 @@ def main(argv=None):
     ap.add_argument("--persisted", action="store_true",
                     help="the points as a dask array persisted on the workers (CuPy blocks "
                          "on GPU workers), read from the snapshot before each timed run")
+    ap.add_argument("--chunked", action="store_true",
+                    help="the chunked variant of the cloud (emst-dask generate --chunked), "
+                         "made by all cores straight into the snapshot; the checks read "
+                         "the points they need from it")
+    ap.add_argument("--memory-limit", default=None,
+                    help="each worker's memory limit (Dask's memory_limit, e.g. 120GB): on "
+                         "hosts whose memory grows as it is used, Dask's 'auto' sees too little")
     ap.add_argument("--dir", default=None, help="where the snapshot goes (default: a temp dir)")
     ap.add_argument("--machine", default=socket.gethostname())
     ap.add_argument("--out", default=None)
@@ -224,23 +262,29 @@ def main(argv=None):
 
     tmp = args.dir or tempfile.mkdtemp(prefix="emst-part-")
     snap = os.path.join(tmp, f"{args.dataset}{args.dim}d-{args.n}.zarr")
-    t0 = time.perf_counter()
-    pts = datasets.GENERATORS[args.dataset](args.n, args.dim, 0)
-    t_gen = time.perf_counter() - t0
-    if os.path.exists(snap):
+    if args.chunked:
+        pts = make_chunked(snap, args)
+        t_gen = pts.seconds
+    else:
+        t0 = time.perf_counter()
+        pts = datasets.GENERATORS[args.dataset](args.n, args.dim, 0)
+        t_gen = time.perf_counter() - t0
+    if os.path.exists(snap) and not args.chunked:
         shutil.rmtree(snap)
     t0 = time.perf_counter()
-    g = zarr.open_group(snap, mode="w-", zarr_format=3)
     C = min(args.chunk_rows, args.n)
-    arr = g.create_array("points", shape=pts.shape, chunks=(C, args.dim), dtype=pts.dtype)
+    if not args.chunked:
+        g = zarr.open_group(snap, mode="w-", zarr_format=3)
+        arr = g.create_array("points", shape=pts.shape, chunks=(C, args.dim), dtype=pts.dtype)
     # whole chunks from a thread pool (the codecs release the GIL)
     from concurrent.futures import ThreadPoolExecutor
 
     def put(a):
         arr[a:a + C] = pts[a:a + C]
 
-    with ThreadPoolExecutor(os.cpu_count() or 1) as ex:
-        list(ex.map(put, range(0, args.n, C)))
+    if not args.chunked:
+        with ThreadPoolExecutor(os.cpu_count() or 1) as ex:
+            list(ex.map(put, range(0, args.n, C)))
     print(f"generated {args.dataset} {args.n} x {args.dim} in {t_gen:.1f} s, written in "
           f"{time.perf_counter() - t0:.1f} s; snapshot {snap}", flush=True)
 
@@ -262,7 +306,8 @@ def main(argv=None):
                    dtype=str(pts.dtype), min_samples=args.min_samples,
                    workers=max(v[0] for v in n_workers_seen.values()),
                    cluster=next(iter(n_workers_seen.values()))[1], chunk_rows=args.chunk_rows,
-                   generation_seconds=t_gen, device_pool=args.device_pool, rows=rows,
+                   generation_seconds=t_gen, chunked_variant=bool(args.chunked),
+                   device_pool=args.device_pool, rows=rows,
                    version=emst_dask.__version__)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
@@ -285,6 +330,8 @@ def main(argv=None):
             cl_kw["n_workers"] = 2
         if args.device_pool:
             cl_kw["device_pool"] = float(args.device_pool)
+        if args.memory_limit:
+            cl_kw["memory_limit"] = args.memory_limit
         with EmbeddedCluster(backend=args.backend, **cl_kw) as emb:
             cl = emb.client
             n_workers = len(cl.scheduler_info(n_workers=-1)["workers"])
@@ -342,7 +389,8 @@ def main(argv=None):
                                    for k, v in tasks.items()}, flush=True)
                 print("  memory:", memory, flush=True)
                 if ref is None:
-                    ref = dict(hash=check["edge_hash"], total=tree.total_weight)
+                    ref = dict(hash=check["edge_hash"], total=tree.total_weight,
+                               spans=check["spanning_tree"])
                 assert tree.n_edges == args.n - 1
                 assert check["spanning_tree"], f"{mode}: not a spanning tree"
                 assert check["edge_hash"] == ref["hash"], \

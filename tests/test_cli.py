@@ -275,3 +275,40 @@ def test_as_a_process(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().startswith("Error:") and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_generate_chunked_is_the_chunks_and_complete(runner, tmp_path):
+    """--chunked: every chunk is its generator's rows from (seed, index)
+    alone, whatever the processes; the snapshot opens as a source."""
+    import zarr
+
+    from emst_dask.datasets import halos_chunk, n_chunks
+
+    out = tmp_path / "c.zarr"
+    res = runner.invoke(main, ["generate", "halos", "250000", "-o", str(out), "--chunked",
+                               "--chunk-rows", "100000", "--processes", "2", "-s", "3"])
+    assert res.exit_code == 0, res.output
+    g = zarr.open_group(str(out), mode="r")
+    x = g["points"][:]
+    assert x.shape == (250_000, 3) and x.dtype == np.float32
+    assert g.attrs["generator"] == "halos-chunked" and g.attrs["chunk_rows"] == 100_000
+    assert n_chunks(250_000, 100_000) == 3
+    for i in range(3):
+        np.testing.assert_array_equal(x[i * 100_000:(i + 1) * 100_000],
+                                      halos_chunk(250_000, 3, 3, i, 100_000))
+    assert (x >= 0).all() and (x < 1).all()  # the periodic unit box
+    # one process gives the same cloud
+    one = tmp_path / "one.zarr"
+    assert runner.invoke(main, ["generate", "halos", "250000", "-o", str(one), "--chunked",
+                                "--chunk-rows", "100000", "--processes", "1",
+                                "-s", "3"]).exit_code == 0
+    np.testing.assert_array_equal(zarr.open_group(str(one), mode="r")["points"][:], x)
+
+
+def test_generate_chunked_refuses_what_it_cannot_write(runner, tmp_path):
+    res = runner.invoke(main, ["generate", "normal", "1000", "-o", str(tmp_path / "a.zarr"),
+                               "--chunked"])
+    assert res.exit_code != 0 and "no chunked variant" in res.output
+    res = runner.invoke(main, ["generate", "halos", "1000", "-o", str(tmp_path / "a.npy"),
+                               "--chunked"])
+    assert res.exit_code != 0 and "Zarr" in res.output

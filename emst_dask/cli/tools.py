@@ -29,9 +29,34 @@ from .errors import UserError
                    "one (N, D) array named 'points'")
 @click.option("--overwrite", is_flag=True,
               help="replace an existing .npy file or a snapshot that generate wrote")
-def generate(name, n, out, dim, seed, chunk_rows, zarr_format, columns, overwrite):
+@click.option("--chunked", is_flag=True,
+              help="the chunked variant of NAME (uniform, halos): each Zarr chunk made "
+                   "from (SEED, chunk index) alone, by all cores at once and never whole "
+                   "in memory; the same statistics, other points (it depends on "
+                   "--chunk-rows too)")
+@click.option("--processes", default=None, type=click.IntRange(1),
+              help="--chunked: processes (default: the machine's cores)")
+def generate(name, n, out, dim, seed, chunk_rows, zarr_format, columns, overwrite, chunked,
+             processes):
     """Write a reference point cloud NAME (uniform, normal, halos) of N points."""
     import psutil
+
+    if chunked:
+        from ..io.snapshot import write_chunked
+
+        if columns or out.endswith(".npy"):
+            raise UserError("--chunked writes one (N, D) array to a Zarr snapshot "
+                            "(no --columns, no .npy)")
+        t0 = time.perf_counter()
+        try:
+            write_chunked(out, name, n, dim=dim, seed=seed, chunk_rows=chunk_rows,
+                          processes=processes, zarr_format=int(zarr_format),
+                          overwrite=overwrite)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        click.echo(f"{name} (chunked): n={n} d={dim} dtype=float32 seed={seed} "
+                   f"chunk_rows={chunk_rows} -> {out} ({time.perf_counter() - t0:.2f} s)")
+        return
 
     from .. import datasets
     from ..io.snapshot import write_points

@@ -70,3 +70,75 @@ def write_points(out, pts: np.ndarray, *, chunk_rows: int = 1_000_000, zarr_form
             group.attrs.update(record_written(group, {SNAPSHOT_ATTR: "emst-dask",
                                                       **(attrs or {})}))
     return output
+
+
+def write_chunked(out, name: str, n: int, *, dim: int = 3, seed: int = 0,
+                  chunk_rows: int = 1 << 24, processes: int | None = None,
+                  zarr_format: int = 3, overwrite: bool = False) -> Output:
+    """The chunked variant of the reference cloud ``name`` (n points) as a
+    Zarr snapshot, chunk by chunk from ``processes`` processes: a cloud
+    beyond one process's memory, made at the rate of the machine.
+
+    Chunk i is ``datasets.CHUNK_GENERATORS[name](n, dim, seed, i,
+    chunk_rows)`` and is one storage chunk, so the cloud depends on (name,
+    n, dim, seed, chunk_rows), all recorded in the attributes (with
+    ``generator`` "<name>-chunked").  Complete or absent, as
+    ``write_points``.
+
+    Parameters
+    ----------
+    out : path of the snapshot (a Zarr group)
+    name : {"uniform", "halos"}
+    n : int
+    dim : int
+    seed : int
+    chunk_rows : int
+    processes : int, optional
+        Worker processes (default: the machine's cores).
+    zarr_format : {2, 3}
+    overwrite : bool
+    """
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    import zarr
+
+    from ..datasets import CHUNK_GENERATORS, n_chunks
+
+    if name not in CHUNK_GENERATORS:
+        raise ValueError(f"no chunked variant of {name!r}; there are "
+                         f"{sorted(CHUNK_GENERATORS)}")
+    n, rows = int(n), max(1, min(int(chunk_rows), max(int(n), 1)))
+    output = resolve_output(out, overwrite=overwrite, zarr_format=zarr_format,
+                            contents="points")
+    if output.local is None or output.kind == "npy":
+        raise OutputError(f"{out}: the chunked variants are written as local Zarr snapshots")
+    attrs = {SNAPSHOT_ATTR: "emst-dask", "generator": f"{name}-chunked", "n": n,
+             "d": int(dim), "seed": int(seed), "chunk_rows": rows}
+    with output.written_aside() as tmp:
+        group = zarr.open_group(tmp, mode="w-", zarr_format=zarr_format,
+                                attributes={SNAPSHOT_ATTR: "emst-dask"})
+        create_array(group, "points", (n, dim), (rows, dim), np.float32, zarr_format)
+        jobs = [(os.path.join(tmp, "points"), name, n, dim, seed, i, rows)
+                for i in range(n_chunks(n, rows))]
+        workers = max(1, min(len(jobs), int(processes or os.cpu_count() or 1)))
+        if workers == 1:
+            list(map(_write_chunk, jobs))
+        else:  # spawned: the caller's threads (a cluster, a GUI) are not forked
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
+                    as pool:
+                list(pool.map(_write_chunk, jobs))
+        group.attrs.update(record_written(group, attrs))
+    return output
+
+
+def _write_chunk(job) -> None:
+    """One chunk of ``write_chunked``, generated and written in this process."""
+    import zarr
+
+    from ..datasets import CHUNK_GENERATORS  # (this module's import registered the codecs)
+
+    path, name, n, dim, seed, i, rows = job
+    z = zarr.open_array(path, mode="r+")
+    z[i * rows:i * rows + rows] = CHUNK_GENERATORS[name](n, dim, seed, i, rows)
