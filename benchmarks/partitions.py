@@ -261,6 +261,7 @@ def main(argv=None):
     import zarr
 
     tmp = args.dir or tempfile.mkdtemp(prefix="emst-part-")
+    os.makedirs(tmp, exist_ok=True)
     snap = os.path.join(tmp, f"{args.dataset}{args.dim}d-{args.n}.zarr")
     if args.chunked:
         pts = make_chunked(snap, args)
