@@ -49,8 +49,17 @@ def test_segment_sums_host_and_whole_array_same_bits(seed):
 
 
 def test_member_rows_by_label_then_row():
+    """The host's counting sort and the device's sort of the members' labels."""
+    from cupy_emu import emulated_cupy
+
     labels = np.array([2, -1, 0, 2, 1, -1, 0, 2, 1], np.int64)
     np.testing.assert_array_equal(member_rows(np, labels, 7), [2, 6, 4, 8, 0, 3, 7])
+    big = np.random.default_rng(2).integers(-1, 50, 5000)
+    want = np.lexsort([np.arange(5000), big])[(big < 0).sum():]
+    np.testing.assert_array_equal(member_rows(np, big, int((big >= 0).sum())), want)
+    fake = emulated_cupy()  # numpy with CuPy's stable argsort: the device's steps
+    if fake is not None:
+        np.testing.assert_array_equal(member_rows(fake, big, int((big >= 0).sum())), want)
 
 
 def _giant_cloud(n, seed):

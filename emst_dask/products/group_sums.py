@@ -29,8 +29,11 @@ def member_rows(xp, labels, members: int):
     """
     if xp is np:  # a counting sort: one pass, where a sort of n keys takes many
         return _host_rows(np.ascontiguousarray(labels, np.int64), int(members))
-    order = stable_argsort(xp, labels)
-    return order[labels.shape[0] - int(members):].astype(xp.int64, copy=False)
+    rows = xp.flatnonzero(labels >= 0)
+    key = labels[rows]
+    if key.shape[0] and int(key.max()) < 2 ** 31:  # a radix sort of half the passes
+        key = key.astype(xp.int32)
+    return rows[stable_argsort(xp, key)].astype(xp.int64, copy=False)
 
 
 @njit(cache=True)

@@ -13,11 +13,11 @@ FLAG_OK, FLAG_WEIGHT, FLAG_ROW = 0, 1, 2
 def _kernel(xp):
     # xp: cupy, or a stand-in with cupy's ElementwiseKernel (the tests' emulator)
     return xp.ElementwiseKernel(
-        "raw P pts, S s, S t, W w, raw float64 box, int64 n, int32 d, int32 periodic, "
+        "raw P pts, S s, S t, W w, raw float64 box, int64 nrows, int32 d, int32 periodic, "
         "float64 rtol",
         "int8 flag",
         """
-        if (s < 0 || s >= n || t < 0 || t >= n) {
+        if (s < 0 || s >= nrows || t < 0 || t >= nrows) {
             flag = 2;
         } else {
             long long a = (long long)s * d, b = (long long)t * d;
