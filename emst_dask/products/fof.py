@@ -27,11 +27,11 @@ makes a halo catalogue, on the host (numpy and numba) or on the device
    extent.  Only the groups that can reach ``min_members`` are unwrapped.
 3. *catalogue*: per group the member count, the centre of mass (the mean
    of the unwrapped members, wrapped back into [0, L)) and the mean
-   velocity; sums by ``bincount`` in float64 of the displacements from the
-   group's smallest row, so that the centre keeps the precision of the
-   coordinates.  (On the device the sums are atomic additions, in no fixed
-   order: the last bits of a centre may differ from run to run; labels and
-   lengths never do.)
+   velocity; sums in float64 of the displacements from the group's
+   smallest row, so that the centre keeps the precision of the
+   coordinates, each group's pairwise in (label, row) order
+   (``group_sums``): the same bits on the host and the device, and no
+   atomics queued on the address of one large group.
 
 The convention is nbodykit's (``nbodykit.algorithms.fof.FOF``): the
 linking length relative to the mean separation (V / n)^(1/d), the centre
