@@ -133,6 +133,8 @@ def assert_catalogue(cat, ref, box=None, k=None):
     np.testing.assert_array_equal(got["labels"], labels)
     np.testing.assert_array_equal(got["length"], length)
     assert got["position"].dtype == np.float64
+    if velocity is not None:
+        np.testing.assert_allclose(got["velocity"], velocity, rtol=1e-12, atol=1e-12)
     if box is None:
         np.testing.assert_allclose(got["position"], position, rtol=1e-12, atol=1e-12)
     else:  # equal on the circle: 0 and a hair below L are one place
@@ -142,8 +144,6 @@ def assert_catalogue(cat, ref, box=None, k=None):
         assert np.all((got["position"] >= 0) & (got["position"] < box))
         return int(ok.sum())
     return len(length)
-    if velocity is not None:
-        np.testing.assert_allclose(got["velocity"], velocity, rtol=1e-12, atol=1e-12)
 
 
 def wrapped_blobs(n, d, box, seed, spread=0.03, centres=None):

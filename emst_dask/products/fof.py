@@ -27,11 +27,11 @@ makes a halo catalogue, on the host (numpy and numba) or on the device
    extent.  Only the groups that can reach ``min_members`` are unwrapped.
 3. *catalogue*: per group the member count, the centre of mass (the mean
    of the unwrapped members, wrapped back into [0, L)) and the mean
-   velocity; sums by ``bincount`` in float64 of the displacements from the
-   group's smallest row, so that the centre keeps the precision of the
-   coordinates.  (On the device the sums are atomic additions, in no fixed
-   order: the last bits of a centre may differ from run to run; labels and
-   lengths never do.)
+   velocity; sums in float64 of the displacements from the group's
+   smallest row, so that the centre keeps the precision of the
+   coordinates, each group's pairwise in (label, row) order
+   (``group_sums``): the same bits on the host and the device, and no
+   atomics queued on the address of one large group.
 
 The convention is nbodykit's (``nbodykit.algorithms.fof.FOF``): the
 linking length relative to the mean separation (V / n)^(1/d), the centre
@@ -49,8 +49,10 @@ from .catalogue import FoFCatalogue, check_catalogue_output
 from .fof_checks import (absolute_lengths, check_box_size, check_in_box,  # noqa: F401
                          check_linking_lengths, check_stated_box, read_ids_masses, check_min_members, check_velocities,
                          mean_separation)
-from .unwrap import image_shifts_any, image_shifts_host, image_shifts_xp, smallest_rows  # noqa: F401
+from .unwrap import (group_sizes, image_shifts_any, image_shifts_host,  # noqa: F401
+                     image_shifts_xp, smallest_rows)
 from .cuts import fof_labels
+from .group_sums import member_rows, segment_sums
 from .tree_checks import check_same_box, check_weights_of
 from .order import array_module
 from ..arrays import to_host as _host
@@ -78,7 +80,7 @@ def group_labels(raw, min_members):
     xp = array_module(raw)
     n = raw.shape[0]
     C = int(raw.max()) + 1 if n else 0
-    sizes = xp.bincount(raw, minlength=C) if n else xp.zeros(0, xp.int64)
+    sizes = group_sizes(raw, C)
     ids = xp.flatnonzero(sizes >= min_members)
     # the raw ids increase with the smallest row: a stable order by size
     order = xp.lexsort(xp.stack([ids, -sizes[ids].astype(xp.int64)]))
@@ -109,7 +111,11 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     Returns
     -------
     labels : (n,) int64; length : (G,) int64; position : (G, d) float64;
-    velocity : (G, d) float64 or None (arrays of the module of ``points``).
+    velocity : (G, d) float64 or None; rows : (M,) int64, the members by
+    (label, row) (``group_sums.member_rows``); mass : (G,) float64 or None,
+    the sum of the members' masses (arrays of the module of ``points``).
+    The sums are ``group_sums.segment_sums``: in a fixed order, the same
+    bits on the host and the device.
     """
     xp = array_module(points)
     d = points.shape[1]
@@ -118,41 +124,43 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     position = xp.empty((G, d), xp.float64)
     velocity = None if velocities is None else xp.empty((G, d), xp.float64)
     if G == 0:
-        return labels, length, position, velocity
+        mass = None if masses is None else xp.zeros(0, xp.float64)
+        return labels, length, position, velocity, xp.zeros(0, xp.int64), mass
     C = int(raw.max()) + 1
-    root = smallest_rows(raw, C)
-    members = xp.flatnonzero(labels >= 0)
-    lab = labels[members]
-    ref = root[raw[members]]  # each member's smallest row
-    top = root[kept]
-    count = length.astype(xp.float64)
-    weight = None
-    if masses is not None:
-        weight = masses[members].astype(xp.float64)
-        count = xp.bincount(lab, weights=weight, minlength=G)
+    top = smallest_rows(raw, C)[kept]  # each group's smallest row
+    rows = member_rows(xp, labels, int(length.sum()))
+    ref = top[labels[rows]]
+    weight = None if masses is None else masses[rows].astype(xp.float64)
+    cols = []
     for j in range(d):
         # displacement from the group's smallest row, unwrapped: small
         # numbers, so the mean keeps the coordinates' precision
-        dx = points[members, j].astype(xp.float64) - points[ref, j].astype(xp.float64)
+        dx = points[rows, j].astype(xp.float64) - points[ref, j].astype(xp.float64)
         if shift is not None:
-            dx += (shift[members, j] - shift[ref, j]).astype(xp.float64) * float(box[j])
-        if weight is not None:
-            dx *= weight
-        c = points[top, j].astype(xp.float64) + xp.bincount(lab, weights=dx, minlength=G) / count
+            dx += (shift[rows, j] - shift[ref, j]).astype(xp.float64) * float(box[j])
+        cols.append(dx if weight is None else dx * weight)
+    for j in range(0 if velocities is None else d):
+        w = velocities[rows, j].astype(xp.float64)
+        cols.append(w if weight is None else w * weight)
+    if weight is not None:
+        cols.append(weight)
+    sums = segment_sums(xp.stack(cols, axis=1), length)
+    del cols
+    mass = None if weight is None else sums[:, -1]
+    count = length.astype(xp.float64) if mass is None else mass
+    for j in range(d):
+        c = points[top, j].astype(xp.float64) + sums[:, j] / count
         if box is not None:
             L = float(box[j])
             c = c - L * xp.floor(c / L)
             c = xp.where(c >= L, c - L, c)  # c a hair below 0 rounds to L
         position[:, j] = c
         if velocities is not None:
-            w = velocities[members, j].astype(xp.float64)
-            if weight is not None:
-                w *= weight
-            velocity[:, j] = xp.bincount(lab, weights=w, minlength=G) / count
-    return labels, length, position, velocity
+            velocity[:, j] = sums[:, d + j] / count
+    return labels, length, position, velocity, rows, mass
 
 
-def group_members(labels, length, ids=None, masses=None):
+def group_members(labels, length, ids=None, masses=None, rows=None, mass=None):
     """The members of every group in a halo finder's order.
 
     Parameters
@@ -162,6 +170,8 @@ def group_members(labels, length, ids=None, masses=None):
     ids : (n,) integer array or None
         The particles' IDs (a snapshot's ``ParticleIDs``).
     masses : (n,) float array or None
+    rows, mass : what ``group_catalogue`` returned for these labels, or
+        None (computed here).
 
     Returns
     -------
@@ -175,18 +185,14 @@ def group_members(labels, length, ids=None, masses=None):
         The sum of the members' masses (``GroupMass``).
     """
     xp = array_module(labels)
-    n = labels.shape[0]
     offset = xp.cumsum(length) - length if length.shape[0] else xp.zeros(0, xp.int64)
-    # a stable sort by label: -1 first, then each group's rows in order
-    order = xp.argsort(labels, kind="stable")
-    rows = order[n - int(length.sum()):].astype(xp.int64)
+    if rows is None:  # a stable sort by label: each group's rows in order
+        rows = member_rows(xp, labels, int(length.sum()))
     members = rows if ids is None else ids[rows]
-    mass = None
-    if masses is not None:
-        keep = labels >= 0
-        mass = xp.bincount(labels[keep], weights=masses[keep].astype(xp.float64),
-                           minlength=int(length.shape[0]))
-    return offset.astype(xp.int64), members, mass
+    if masses is not None and mass is None:
+        mass = segment_sums(masses[rows].astype(xp.float64)[:, None], length)[:, 0] \
+            if length.shape[0] else xp.zeros(0, xp.float64)
+    return offset.astype(xp.int64), members, None if masses is None else mass
 
 
 def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velocities=None,
@@ -246,7 +252,7 @@ def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velo
     extra = {}
     if ids is not None or masses is not None:
         t0 = time.perf_counter()
-        got = [group_members(o[0], o[1], ids, masses) for o in out]
+        got = [group_members(o[0], o[1], ids, masses, o[4], o[5]) for o in out]
         _sync(xp)
         timings["members"] = time.perf_counter() - t0
         each = (lambda i: got[0][i]) if single else (lambda i: [g[i] for g in got])

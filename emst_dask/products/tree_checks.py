@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import to_host
+from ..arrays import is_device_array, to_host
 from ..errors import InputError
 
 #: edges whose weights are recomputed from the points at a time
@@ -44,23 +44,25 @@ def check_weights_of(tree, points, box=None, where: str = "points"):
     the Euclidean ``tree`` was computed from: every edge's weight is
     recomputed (under the minimum image in ``box``), ``CHECKED_EDGES`` at a
     time, and compared.  A tree of the same points moved or rotated passes:
-    its groups and statistics are the same."""
+    its groups and statistics are the same.  When the points or the tree
+    are on the device, so is the check (``check_weights_xp``): only a few
+    numbers come back."""
     m = int(tree.n_edges)
     if m == 0 or int(getattr(tree, "min_samples", 1)) != 1:
         return
+    if is_device_array(points) or is_device_array(tree.source):
+        import cupy
+
+        return check_weights_xp(cupy, tree, points, box, where)
     n = points.shape[0]
     first, count = None, 0
     for lo in range(0, m, CHECKED_EDGES):
         hi = min(m, lo + CHECKED_EDGES)  # a slice: no index array, no gather
-        s, t = (np.asarray(to_host(a[lo:hi])) for a in (tree.source, tree.target))
-        if s.max() >= n or t.max() >= n:
-            raise InputError(f"the tree indexes rows beyond the {n} rows of {where}")
-        w = np.asarray(to_host(tree.weight[lo:hi]), np.float64)
-        diff = np.abs(np.asarray(_take(points, s), np.float64)
-                      - np.asarray(_take(points, t), np.float64))
-        if box is not None:
-            diff = np.minimum(diff, np.asarray(box, np.float64) - diff)
-        got = np.sqrt((diff * diff).sum(axis=1))
+        s, t = (np.asarray(a[lo:hi]) for a in (tree.source, tree.target))
+        if s.min() < 0 or t.min() < 0 or s.max() >= n or t.max() >= n:
+            raise _rows_beyond(n, where)
+        w = np.asarray(tree.weight[lo:hi], np.float64)
+        got = _distances(points[s], points[t], box)
         bad = np.abs(got - w) > WEIGHT_RTOL * np.maximum(np.abs(w), np.abs(got))
         if bad.any():
             count += int(bad.sum())
@@ -68,17 +70,63 @@ def check_weights_of(tree, points, box=None, where: str = "points"):
                 k = int(np.argmax(bad))
                 first = (int(s[k]), int(t[k]), float(w[k]), float(got[k]))
     if first is not None:
-        a, b, w, got = first
-        raise InputError(f"the tree is not the tree of {where}: its edge ({a}, {b}) "
-                         f"weighs {w!r}, but those rows of {where} lie {got!r} apart "
-                         f"({count} of {m} edges differ); pass the points the tree was "
-                         "computed from, in the same row order")
+        raise _not_the_tree(*first, count, m, where)
 
 
-def _take(a, idx):
-    """``a[idx]`` on the host, ``a`` a numpy or cupy array, ``idx`` numpy."""
-    if type(a).__module__.startswith("cupy"):
-        import cupy
+def check_weights_xp(xp, tree, points, box=None, where: str = "points"):
+    """``check_weights_of`` on the device (``xp`` cupy): the tree's edges,
+    ``CHECKED_EDGES`` at a time, flagged by one kernel
+    (``kernels.cuda.weights``) whose counts and first bad edge are kept on
+    the device; they come back once, and the one edge the message names.
+    Neither the tree nor the points are copied to the host (host arrays
+    are copied to the device, a chunk of the tree at a time)."""
+    from ..kernels.cuda.weights import FLAG_ROW, FLAG_WEIGHT, weight_flags
 
-        return to_host(a[cupy.asarray(idx)])
-    return np.asarray(a)[idx]
+    m = int(tree.n_edges)
+    n = points.shape[0]
+    pts = xp.ascontiguousarray(xp.asarray(points))
+    if pts.dtype not in (np.float32, np.float64):
+        pts = pts.astype(xp.float64)
+    dbox = None if box is None else xp.asarray(np.asarray(box, np.float64))
+    worst = xp.zeros((), xp.int8)
+    count = xp.zeros((), xp.int64)
+    first = xp.full((), m, xp.int64)
+    for lo in range(0, m, CHECKED_EDGES):
+        hi = min(m, lo + CHECKED_EDGES)
+        s, t = (xp.asarray(a[lo:hi]) for a in (tree.source, tree.target))
+        if s.dtype != t.dtype:
+            s, t = s.astype(xp.int64), t.astype(xp.int64)
+        flag = weight_flags(xp, pts, s, t, xp.asarray(tree.weight[lo:hi]), dbox, WEIGHT_RTOL)
+        bad = flag == FLAG_WEIGHT
+        worst = xp.maximum(worst, flag.max())
+        count += bad.sum(dtype=xp.int64)
+        first = xp.minimum(first, xp.where(bad.any(), lo + xp.argmax(bad), m))
+    worst, count, first = (int(v) for v in to_host(xp.stack(
+        [worst.astype(xp.int64), count, first.astype(xp.int64)])))
+    if worst == FLAG_ROW:
+        raise _rows_beyond(n, where)
+    if count:
+        a, b = int(tree.source[first]), int(tree.target[first])
+        w = float(np.float64(to_host(tree.weight[first])))
+        got = _distances(np.asarray(to_host(pts[a]))[None], np.asarray(to_host(pts[b]))[None],
+                         box)
+        raise _not_the_tree(a, b, w, float(got[0]), count, m, where)
+
+
+def _distances(pa, pb, box):
+    """(k,) float64 (minimum-image) distances between the rows of pa and pb."""
+    diff = np.abs(np.asarray(pa, np.float64) - np.asarray(pb, np.float64))
+    if box is not None:
+        diff = np.minimum(diff, np.asarray(box, np.float64) - diff)
+    return np.sqrt((diff * diff).sum(axis=1))
+
+
+def _rows_beyond(n, where):
+    return InputError(f"the tree indexes rows beyond the {n} rows of {where}")
+
+
+def _not_the_tree(a, b, w, got, count, m, where):
+    return InputError(f"the tree is not the tree of {where}: its edge ({a}, {b}) "
+                      f"weighs {w!r}, but those rows of {where} lie {got!r} apart "
+                      f"({count} of {m} edges differ); pass the points the tree was "
+                      "computed from, in the same row order")

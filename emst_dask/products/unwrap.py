@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import scatter_min
+from ..arrays import scatter_min, tally
 from .order import array_module
 
 def smallest_rows(raw, C=None):
@@ -18,10 +18,24 @@ def smallest_rows(raw, C=None):
     xp = array_module(raw)
     n = raw.shape[0]
     C = (int(raw.max()) + 1 if n else 0) if C is None else C
+    if xp is not np and n:  # an atomic a warp and group: no queue on a giant group
+        return tally(xp, xp.ascontiguousarray(raw, dtype=xp.int64), C, first=True)[1]
     first = xp.full(C, n, xp.int64)
     if n:
         scatter_min(xp, first, raw, xp.arange(n, dtype=xp.int64))
     return first
+
+
+def group_sizes(raw, C=None):
+    """(C,) int64: the member count of each raw group (a ``bincount``; on
+    the device one atomic a warp and group, not one a point)."""
+    xp = array_module(raw)
+    n = raw.shape[0]
+    C = (int(raw.max()) + 1 if n else 0) if C is None else C
+    if xp is not np and n:
+        return tally(xp, xp.ascontiguousarray(raw, dtype=xp.int64), C)[0]
+    return xp.bincount(raw, minlength=C).astype(xp.int64, copy=False) if n \
+        else xp.zeros(C, xp.int64)
 
 
 def _edge_images(xp, points, u, v, box):
@@ -152,7 +166,7 @@ def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1)
     xp = array_module(points)
     keep = None
     if min_members > 1:
-        keep = (xp.bincount(raw) >= min_members)[raw]
+        keep = (group_sizes(raw) >= min_members)[raw]
     if xp is np:
         return image_shifts_host(source, target, weight, points, np.asarray(box, np.float64),
                                  float(b), raw, keep)
