@@ -127,3 +127,58 @@ def test_emulated_device_refuses_bad_points(emulated):
         ed.approximate_predict(dev, np.zeros((3, 3)))
     with pytest.raises(ed.InputError):
         ed.membership_vector(dev, np.array([[np.nan, 0.0]]))
+
+
+# -- on a GPU: a fit on CuPy points against the CPU's fit ---------------------
+def _gpu_fits(X, **params):
+    cupy = pytest.importorskip("cupy")
+    g = HDBSCAN(backend="cuda", prediction_data=True, **params).fit(cupy.asarray(X))
+    c = HDBSCAN(backend="cpu", prediction_data=True, **params).fit(X)
+    return cupy, g, c
+
+
+def _clouds():
+    X, new = tied()
+    yield "tie-free", blobs(4000, d=3), np.concatenate([blobs(500, seed=5, d=3),
+                                                         [[40.0, 40.0, 40.0]]]), 5
+    yield "ties", X, new, 3
+    rng = np.random.default_rng(3)  # quantised: duplicates and tied distances in 3-D
+    Q = np.round(blobs(6000, seed=2, d=3), 1)
+    yield "quantised", Q, np.concatenate([np.round(rng.random((400, 3)) * 10, 1), Q[:50]]), 8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,X,Y,k", list(_clouds()), ids=lambda v: v if isinstance(v, str) else "")
+def test_gpu_fit_and_prediction_equal_the_cpu(name, X, Y, k):
+    cupy, g, c = _gpu_fits(X, min_cluster_size=5 if name == "ties" else 20, min_samples=k)
+    np.testing.assert_array_equal(g.labels_.get(), c.labels_)
+    np.testing.assert_array_equal(g.probabilities_.get(), c.probabilities_)
+    np.testing.assert_array_equal(g.outlier_scores_.get(), c.outlier_scores_)
+    assert len(g.exemplars_) == len(c.exemplars_)
+    for a, b in zip(g.exemplars_, c.exemplars_):
+        np.testing.assert_array_equal(a, b)
+    assert g.prediction_data_.on_device and not c.prediction_data_.on_device
+    # numpy and CuPy new points against the device model: CuPy results
+    same_prediction(c, g, Y, get=cupy.asnumpy)
+    same_prediction(c, g, Y, dev_Y=cupy.asarray(Y), get=cupy.asnumpy)
+    assert isinstance(ed.approximate_predict(g, Y)[0], cupy.ndarray)
+    # CuPy new points against the host model: computed on the host
+    lab, prob = ed.approximate_predict(c, cupy.asarray(Y))
+    assert isinstance(lab, np.ndarray)
+    np.testing.assert_array_equal(lab, ed.approximate_predict(c, Y)[0])
+
+
+@pytest.mark.gpu
+def test_gpu_all_points_streams_into_host_out(tmp_path):
+    cupy, g, c = _gpu_fits(blobs(3000, d=3), min_cluster_size=20, min_samples=5)
+    want = ed.all_points_membership_vectors(c)
+    out = np.lib.format.open_memmap(tmp_path / "m.npy", mode="w+", dtype=np.float64,
+                                    shape=want.shape)
+    ed.all_points_membership_vectors(g, out=out, block_rows=500)
+    np.testing.assert_allclose(out, want, rtol=1e-9, atol=1e-12)
+    from emst_dask.products.hdbscan.membership import iter_all_points_membership_vectors
+
+    blocks = list(iter_all_points_membership_vectors(g, block_rows=1000))
+    assert all(isinstance(b, cupy.ndarray) for _, b in blocks)
+    np.testing.assert_allclose(cupy.concatenate([b for _, b in blocks]).get(), want,
+                               rtol=1e-9, atol=1e-12)
