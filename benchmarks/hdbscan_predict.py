@@ -1,7 +1,8 @@
 """Prediction on a fitted HDBSCAN* model: emst_dask against hdbscan.
 
     python benchmarks/hdbscan_predict.py                       # 1M model, 100k new points
-    python benchmarks/hdbscan_predict.py --n 1e7 --new 1e6 --backend cuda --tools emst_dask
+    python benchmarks/hdbscan_predict.py --n 1e7 --new 1e6 --backend cuda --tools emst_dask \
+        --min-cluster-size 1000
 
 The model is fitted on a reference cloud (``emst_dask.datasets``, halos,
 3-D float64, seed 0) with ``prediction_data=True``; the new points are
@@ -15,11 +16,19 @@ its few (n, k) float64 matrices fit ``--max-gib``).  hdbscan's
 first ``--hdbscan-membership-rows`` new points only (the row says how many).
 Peak resident memory is each process's own after the data and the warm-up.
 The predicted labels are compared with emst_dask's (adjusted Rand index).
+``--backend cuda`` fits on CuPy points and predicts on the device (the new
+points given as CuPy; each timing ends with a device synchronisation):
+``approximate_predict`` and ``membership_vector`` are timed ``--repeats``
+times after a first call (which builds the model's query tree, timed on
+its own) and the median kept; the row has the device's name and the CuPy
+pool's peak.  A tool that is not importable (hdbscan on a GPU machine)
+gives a row saying so.
 Results go to ``benchmarks/results/hdbscan-predict-<machine>.json``.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -63,6 +72,28 @@ def _api(tool):
     return api
 
 
+def _sync(backend):
+    if backend == "cuda":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
+def _timed(f, backend, repeats):
+    """(first call's seconds, median of ``repeats`` more, the last result)."""
+    t0 = time.perf_counter()
+    res = f()
+    _sync(backend)
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = f()
+        _sync(backend)
+        times.append(time.perf_counter() - t0)
+    return first, (float(np.median(times)) if times else first), res
+
+
 def child(a):
     from emst_dask import datasets
 
@@ -74,23 +105,41 @@ def child(a):
     api.approximate_predict(w, warm[:100])
     api.membership_vector(w, warm[:100])
     api.all_points_membership_vectors(w)
+    device = a.child == "emst_dask" and a.backend == "cuda"
+    out = {}
+    if device:
+        import cupy
+
+        pool = cupy.get_default_memory_pool()
+        pool.free_all_blocks()
+        Y = cupy.asarray(Y)
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        out["device"] = props["name"].decode() if isinstance(props["name"], bytes) \
+            else str(props["name"])
     reset_peak_rss()
-    out = {"rss_before": peak_rss()}
+    out["rss_before"] = peak_rss()
     t0 = time.perf_counter()
     model = _fit(a.child, X, a.min_cluster_size, a.min_samples, a.backend)
+    _sync(a.backend if a.child == "emst_dask" else "cpu")
     out["fit_seconds"] = time.perf_counter() - t0
-    labels = np.asarray(model.labels_ if a.child != "emst_dask" or a.backend != "cuda"
-                        else model.labels_.get())
+    labels = np.asarray(model.labels_ if not device else model.labels_.get())
     k = int(labels.max()) + 1
     out.update(clusters=k, noise=int((labels < 0).sum()))
-    t0 = time.perf_counter()
-    lab, prob = api.approximate_predict(model, Y)
-    out["approximate_predict_seconds"] = time.perf_counter() - t0
-    np.save(a.labels, np.asarray(lab, np.int64))
+    if a.child == "emst_dask":
+        out["exemplars"] = int(sum(e.shape[0] for e in model.exemplars_))
+    backend = a.backend if a.child == "emst_dask" else "cpu"
+    repeats = a.repeats if a.child == "emst_dask" else 0
+    first, med, (lab, prob) = _timed(lambda: api.approximate_predict(model, Y), backend,
+                                      repeats)
+    out["approximate_predict_first_seconds"] = first
+    out["approximate_predict_seconds"] = med
+    np.save(a.labels, np.asarray(lab.get() if device else lab, np.int64))
+    del lab, prob
     rows = len(Y) if a.child == "emst_dask" else min(len(Y), a.hdbscan_membership_rows)
-    t0 = time.perf_counter()
-    api.membership_vector(model, Y[:rows])
-    out["membership_vector_seconds"] = time.perf_counter() - t0
+    first, med, mv = _timed(lambda: api.membership_vector(model, Y[:rows]), backend, repeats)
+    del mv
+    out["membership_vector_first_seconds"] = first
+    out["membership_vector_seconds"] = med
     out["membership_vector_rows"] = rows
     matrix_gib = len(X) * k * 8 / 2**30
     out["all_points_matrix_gib"] = matrix_gib
@@ -100,9 +149,9 @@ def child(a):
 
         total = 0.0
         for _, block in iter_all_points_membership_vectors(model):
-            total += float(block.sum())  # streamed: each block dropped
+            total = total + block.sum()  # streamed: each block dropped
+        out["all_points_sum"] = float(total)
         out["all_points_seconds"] = time.perf_counter() - t0
-        out["all_points_sum"] = total
     elif 4 * matrix_gib <= a.max_gib:
         api.all_points_membership_vectors(model)
         out["all_points_seconds"] = time.perf_counter() - t0
@@ -110,6 +159,8 @@ def child(a):
         out["all_points_skipped"] = (f"needs about {4 * matrix_gib:.1f} GiB (four (n, k) "
                                      f"float64 matrices), above --max-gib {a.max_gib}")
     out["peak_rss"] = peak_rss()
+    if device:
+        out["device_pool_peak_bytes"] = int(pool.total_bytes())
     print(json.dumps(out))
 
 
@@ -125,6 +176,7 @@ def main():
     p.add_argument("--tools", default="emst_dask,hdbscan")
     p.add_argument("--hdbscan-membership-rows", type=int, default=1000)
     p.add_argument("--max-gib", type=float, default=16.0)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--machine", default=socket.gethostname())
     p.add_argument("--out", default=None)
@@ -138,10 +190,14 @@ def main():
     work = tempfile.mkdtemp(prefix="hdbscan-predict-")
     rows, labels = [], {}
     for tool in a.tools.split(","):
+        if importlib.util.find_spec(tool) is None:
+            rows.append({"tool": tool, "skipped": f"{tool} is not importable here"})
+            print(tool, "skipped: not importable", flush=True)
+            continue
         lab = os.path.join(work, f"{tool}.npy")
         cmd = [sys.executable, __file__, "--child", tool, "--labels", lab]
         for opt in ("n", "new", "dataset", "dim", "min_cluster_size", "min_samples",
-                    "backend", "hdbscan_membership_rows", "max_gib"):
+                    "backend", "hdbscan_membership_rows", "max_gib", "repeats"):
             cmd += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
         res, ok = run_child(tool, cmd, a.timeout)
         if not ok:

@@ -57,6 +57,8 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fsqrt_rn(float x) { return __builtin_sqrtf(x); }
+inline double __dsqrt_rn(double x) { return __builtin_sqrt(x); }
 inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline float __uint_as_float(u32 x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline u32 __float_as_uint(float f) { u32 x; std::memcpy(&x, &f, 4); return x; }

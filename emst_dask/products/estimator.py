@@ -501,6 +501,8 @@ class HDBSCAN:
             self._prediction = prediction_data(pts, None if core is None else _host(core),
                                                self._k, self.condensed_tree_.to_numpy(),
                                                self.condensed_tree_.selected)
+            # a model fitted on the device predicts there (device_prediction)
+            self._prediction.on_device = is_device_array(X)
 
     @property
     def prediction_data_(self):

@@ -29,7 +29,7 @@ KNN_KMAX = (8, 16, 32)
 NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 
 _SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
-_SOURCE_FILES = ("boruvka.cu",)
+_SOURCE_FILES = ("boruvka.cu", "queries.cu")
 
 
 #: the entry of a periodic module's functions that sets its box lengths
@@ -83,7 +83,11 @@ _CORE = ("k_sizes", "k_minmax", "k_morton", "k_delta", "k_gather", "k_build", "k
 
 
 def expressions(dtype, d: int, part: str) -> list[str]:
-    """Every instantiation that module ``part`` ("core" or "mrd") holds."""
+    """Every instantiation that module ``part`` ("core", "mrd" or "query")
+    holds."""
+    if part == "query":  # queries of outside points (HDBSCAN*'s prediction)
+        return ([expr("k_query_knn", dtype, d, km) for km in KNN_KMAX + (0,)]
+                + [expr("k_query_mr", dtype, d)])
     if part == "core":
         out = [expr(k, dtype, d) for k in _CORE]
         mrd = (False,)
@@ -110,6 +114,8 @@ def part_of(name: str, extra) -> str:
     """
     if name in ("k_knn", "k_knn_reg"):
         return "mrd"
+    if name in ("k_query_knn", "k_query_mr"):
+        return "query"
     if name in ("k_bounds", "k_ties", "k_finalize", "k_search") and extra and extra[0]:
         return "mrd"
     return "core"

@@ -43,10 +43,11 @@ from .backend import (  # noqa: F401
 )
 from .boruvka_phases import BoruvkaPhases
 from .construction import ConstructionPhases
+from .queries import QueryPhases
 from .records import BOUNDS_THREADS, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, CudaBVH  # noqa: F401
 
 
-class _CudaKernelsBase(ConstructionPhases, BoruvkaPhases):
+class _CudaKernelsBase(ConstructionPhases, BoruvkaPhases, QueryPhases):
     """Kernel set of the CUDA backend (see ``emst_dask.engine``)."""
 
     name = "cuda"

@@ -178,9 +178,14 @@ def membership_vector(clusterer, points_to_predict):
     Returns
     -------
     (m, k) float64: entry ``[i, j]`` the probability that point i is in
-    cluster j; (m, 0) without clusters.
+    cluster j; (m, 0) without clusters.  CuPy, computed on the device, for
+    a model fitted on CuPy points.
     """
     pd = _data(clusterer)
+    if pd.on_device:
+        from . import device_prediction
+
+        return device_prediction.membership_vector(pd, points_to_predict)
     X = _new_points(pd, points_to_predict)
     k = pd.n_clusters
     if k == 0:
@@ -258,24 +263,54 @@ def _all_points_block(pd: PredictionData, rows):
     return out
 
 
-def iter_all_points_membership_vectors(clusterer, block_rows: int = BLOCK_ROWS):
+def iter_all_points_membership_vectors(clusterer, block_rows: int | None = None):
     """``all_points_membership_vectors`` one block of rows at a time.
+
+    Parameters
+    ----------
+    clusterer : ``emst_dask.HDBSCAN`` fitted with ``prediction_data=True``
+    block_rows : int, optional
+        Rows a block (default ``BLOCK_ROWS``; on the device
+        ``device_prediction.block_rows(k)``: about 2 GiB of temporaries).
 
     Yields
     ------
     start : int, the block's first row
-    block : (rows, k) float64
+    block : (rows, k) float64, CuPy on the device for a model fitted on
+        CuPy points
     """
     pd = _data(clusterer)
     n = pd.raw_data.shape[0]
+    if block_rows is None:
+        if pd.on_device:
+            from .device_prediction import block_rows as device_rows
+
+            block_rows = device_rows(pd.n_clusters)
+        else:
+            block_rows = BLOCK_ROWS
     if not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
         raise InputError(f"block_rows must be an integer >= 1, got {block_rows!r}")
+    if pd.on_device:
+        yield from _iter_device(pd, n, int(block_rows))
+        return
     for start in range(0, n, int(block_rows)):
         rows = np.arange(start, min(n, start + int(block_rows)))
         if pd.n_clusters == 0:
             yield start, np.zeros((rows.shape[0], 0))
         else:
             yield start, _all_points_block(pd, rows)
+
+
+def _iter_device(pd, n, block_rows):
+    from . import device_prediction
+
+    xp = device_prediction.state(pd).xp
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        if pd.n_clusters == 0:
+            yield start, xp.zeros((stop - start, 0))
+        else:
+            yield start, device_prediction.all_points_block(pd, start, stop)
 
 
 def membership_max_bytes() -> int:
@@ -287,23 +322,29 @@ def membership_max_bytes() -> int:
                                MEMBERSHIP_MAX_BYTES))
 
 
-def all_points_membership_vectors(clusterer, *, out=None, block_rows: int = BLOCK_ROWS):
+def all_points_membership_vectors(clusterer, *, out=None, block_rows: int | None = None):
     """Soft membership of every fitted point in each cluster (hdbscan's
     ``all_points_membership_vectors``), computed in blocks of rows.
 
     The result is an (n, k) float64 matrix: ``n * k * 8`` bytes.  Up to
-    ``membership_max_bytes()`` (8 GiB unless set) it is returned as one
-    array; beyond, give ``out`` (any (n, k) float64 array taking slice
-    assignment: ``np.lib.format.open_memmap``, a zarr array) to have it
+    ``membership_max_bytes()`` (8 GiB unless set: at 10 million points up
+    to 107 clusters, at 1 million up to 1,073) it is returned as one array;
+    beyond, it is refused before any work with the memory it needs: give
+    ``out`` (any (n, k) float64 array taking slice assignment:
+    ``np.lib.format.open_memmap``, a zarr array, a CuPy array) to have it
     written there block by block, or iterate
-    ``iter_all_points_membership_vectors``.  Each block holds a few
-    (block_rows, k) arrays besides.
+    ``iter_all_points_membership_vectors``, whose memory is one block
+    whatever n and k.  Each block holds a few (block_rows, k) arrays
+    besides (about 2 GiB on the device by default).
+
+    A model fitted on CuPy points computes on the device and returns a
+    CuPy array (without ``out``); blocks are copied into a host ``out``.
 
     Parameters
     ----------
     clusterer : ``emst_dask.HDBSCAN`` fitted with ``prediction_data=True``
     out : (n, k) array, optional
-    block_rows : int
+    block_rows : int, optional
 
     Returns
     -------
@@ -326,9 +367,16 @@ def all_points_membership_vectors(clusterer, *, out=None, block_rows: int = BLOC
                 f"{limit / 2**30:.1f} GiB limit (dask.config "
                 "emst_dask.hdbscan.membership-max-bytes): give out= (an (n, k) float64 "
                 "memmap or zarr array) or iterate iter_all_points_membership_vectors")
-        out = np.empty((n, k))
+        if pd.on_device:
+            from .device_prediction import state
+
+            out = state(pd).xp.empty((n, k))
+        else:
+            out = np.empty((n, k))
     elif tuple(out.shape) != (n, k):
         raise InputError(f"out has shape {tuple(out.shape)}, expected ({n}, {k})")
+    to_host = pd.on_device and not hasattr(out, "__cuda_array_interface__")
     for start, block in iter_all_points_membership_vectors(clusterer, block_rows):
-        out[start:start + block.shape[0]] = block
+        out[start:start + block.shape[0]] = block.get() if to_host and hasattr(
+            block, "get") else block
     return out

@@ -74,6 +74,8 @@ class PredictionData:
     exemplars : list of (m_j, d) float64, per label: the points of its leaf
         clusters leaving at their leaf's largest lambda, in lexicographic
         order.
+    on_device : bool, the model was fitted on the GPU: prediction runs
+        there (``device_prediction``) and returns CuPy arrays.
     """
 
     raw_data: np.ndarray
@@ -88,6 +90,7 @@ class PredictionData:
     cluster_label: np.ndarray
     label_max_lambda: np.ndarray
     exemplars: list
+    on_device: bool = False
     _tree: object = field(default=None, repr=False)
     _exemplar_trees: list = field(default=None, repr=False)
 
@@ -118,6 +121,7 @@ class PredictionData:
         state["_tree"] = state["_exemplar_trees"] = None
         state.pop("_ex_cat", None)
         state.pop("_merge", None)
+        state.pop("_device", None)
         return state
 
 
@@ -200,8 +204,10 @@ def _new_points(pd: PredictionData, X) -> np.ndarray:
 
 
 def _lex_smallest(pts, rows):
+    """The lexicographically smallest of the points ``rows``; of equal points
+    the smallest row (they are interchangeable)."""
     cand = pts[rows]
-    return rows[np.lexsort(cand.T[::-1])[0]]
+    return rows[np.lexsort((rows,) + tuple(cand.T[::-1]))[0]]
 
 
 def nearest_mutual_reachability(pd: PredictionData, X, block_rows: int = BLOCK_ROWS):
@@ -231,8 +237,14 @@ def nearest_mutual_reachability(pd: PredictionData, X, block_rows: int = BLOCK_R
 
 def _distances(pts, rows, x):
     """|pts[rows] - x| with one formula everywhere (the k-NN's own distances
-    may differ in the last bit), so that equal distances compare equal."""
-    return np.sqrt(((pts[rows] - x[..., None, :]) ** 2).sum(axis=-1))
+    may differ in the last bit), so that equal distances compare equal: the
+    squares summed coordinate by coordinate, in order, as the device's
+    queries sum them (``kernels/cuda/queries.cu``), so both get the same bits."""
+    diff = pts[rows] - x[..., None, :]
+    s = diff[..., 0] * diff[..., 0]
+    for c in range(1, diff.shape[-1]):
+        s = s + diff[..., c] * diff[..., c]
+    return np.sqrt(s)
 
 
 def _nearest_block(pd: PredictionData, X):
@@ -298,8 +310,16 @@ def approximate_predict(clusterer, points_to_predict, return_connecting_points=F
     labels : (m,) int64, -1 for noise
     probabilities : (m,) float64
     neighbors : (m,) int64, with ``return_connecting_points``
+
+    numpy arrays, or CuPy arrays computed on the device for a model fitted
+    on CuPy points (``points_to_predict`` numpy or CuPy either way).
     """
     pd = _data(clusterer)
+    if pd.on_device:
+        from . import device_prediction
+
+        return device_prediction.approximate_predict(pd, points_to_predict,
+                                                     return_connecting_points)
     X = _new_points(pd, points_to_predict)
     m = X.shape[0]
     if pd.cparent.shape[0] <= 1:  # no cluster below the root: noise (hdbscan)
