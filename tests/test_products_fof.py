@@ -21,7 +21,7 @@ import emst_dask
 from emst_dask import InputError, SpanningTree, emst
 from emst_dask.products._images import image_shifts
 from emst_dask.products.catalogue import open_fof
-from emst_dask.products.fof import image_shifts_any, image_shifts_xp
+from emst_dask.products.unwrap import image_shifts_any, image_shifts_xp
 
 spatial = pytest.importorskip("scipy.spatial")
 csgraph = pytest.importorskip("scipy.sparse.csgraph")

@@ -75,7 +75,7 @@ def fof(source, lengths, absolute, box, min_members, velocities, ids, masses, ou
     Prints one line per linking length: the groups, the largest, and the
     fraction of the points in groups.
     """
-    from ..products.fof import fof as run_fof
+    from ..fof_api import fof as run_fof
     from .run import _env_scheduler_file
 
     if scheduler and scheduler_file:

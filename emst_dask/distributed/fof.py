@@ -93,7 +93,7 @@ def prepare_fof(source, values, single, relative, box_size, min_members, velocit
     """
     from ..io.paths import is_pathlike, local_path
     from ..products.catalogue import check_catalogue_output
-    from ..products.fof import check_velocities
+    from ..products.fof_checks import check_velocities
     from ..products.fof_checks import check_ids, check_masses
     from ..products.snapshots import member_source, position_member, velocities_source
     from .service import prepare
@@ -189,7 +189,8 @@ def compute(spec: JobSpec, job: FoFJob, points, read_seconds, box, velocities, r
     """
     from ..engine import spanning_tree
     from ..products.catalogue import write_fof
-    from ..products.fof import absolute_lengths, catalogue_of_tree, check_velocities
+    from ..products.fof import catalogue_of_tree
+    from ..products.fof_checks import absolute_lengths, check_velocities
 
     n, d = points.shape
     if job.velocities is not None:
@@ -272,7 +273,7 @@ def fof_service(source, values, single, relative, box_size, min_members, velocit
                 array=None, progress=None, name=None, storage_options=None,
                 out_storage_options=None, zarr_format=3, threads=None, timeout=None):
     """``emst_dask.fof`` on a Dask worker (or, with ``client=False``, here
-    through the same phases).  Parameters checked by ``products.fof.fof``.
+    through the same phases).  Parameters checked by ``emst_dask.fof``.
 
     Returns
     -------

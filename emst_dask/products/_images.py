@@ -12,7 +12,7 @@ nearest image of the member it hangs from, unwraps the group exactly.
 nodes carry their shift relative to their parent ("union-find with
 potentials"); roots are the smallest rows, as in ``_uf.union_min_root``.
 It is sequential and reads memory at random, so the host first does what
-the device does (``products.fof.image_shifts_xp``), in parallel:
+the device does (``products.unwrap.image_shifts_xp``), in parallel:
 ``nearest_image_shifts`` moves every member to its image nearest the
 group's smallest row, ``disagreeing_edges`` finds the edges that this
 does not put at their nearest image (groups wider than half the box), and
