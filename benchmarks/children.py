@@ -20,12 +20,32 @@ def run_child(tool: str, cmd: list, timeout: float):
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
+        # a child that prints its row after each phase keeps the phases it finished
         print(f"{tool}: timed out", flush=True)
-        return {"tool": tool, "error": f"timed out after {timeout:.0f} s"}, False
+        row = _last_json(exc.stdout) or {}
+        row.update(tool=tool, error=f"timed out after {timeout:.0f} s"
+                   + (" (the figures here are of the phases it finished)" if row else ""))
+        return row, False
     if r.returncode:
         print(f"{tool}: failed\n{r.stderr[-2000:]}", flush=True)
         return {"tool": tool, "error": r.stderr[-2000:]}, False
     res = json.loads(r.stdout.strip().splitlines()[-1])
     res.update(tool=tool, process_seconds=time.perf_counter() - t0)
     return res, True
+
+
+def _last_json(out) -> dict | None:
+    """The last line of ``out`` (str, bytes or None) that is a JSON object."""
+    if not out:
+        return None
+    if isinstance(out, bytes):
+        out = out.decode(errors="replace")
+    for line in reversed(out.strip().splitlines()):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            return row
+    return None

@@ -127,12 +127,14 @@ def child(a):
     out.update(clusters=k, noise=int((labels < 0).sum()))
     if a.child == "emst_dask":
         out["exemplars"] = int(sum(e.shape[0] for e in model.exemplars_))
+    print(json.dumps(out), flush=True)  # the row so far (kept if a later phase times out)
     backend = a.backend if a.child == "emst_dask" else "cpu"
     repeats = a.repeats if a.child == "emst_dask" else 0
     first, med, (lab, prob) = _timed(lambda: api.approximate_predict(model, Y), backend,
                                       repeats)
     out["approximate_predict_first_seconds"] = first
     out["approximate_predict_seconds"] = med
+    print(json.dumps(out), flush=True)
     np.save(a.labels, np.asarray(lab.get() if device else lab, np.int64))
     del lab, prob
     rows = len(Y) if a.child == "emst_dask" else min(len(Y), a.hdbscan_membership_rows)
@@ -141,6 +143,8 @@ def child(a):
     out["membership_vector_first_seconds"] = first
     out["membership_vector_seconds"] = med
     out["membership_vector_rows"] = rows
+    out["peak_rss"] = peak_rss()
+    print(json.dumps(out), flush=True)
     matrix_gib = len(X) * k * 8 / 2**30
     out["all_points_matrix_gib"] = matrix_gib
     t0 = time.perf_counter()
