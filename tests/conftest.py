@@ -53,3 +53,17 @@ def pytest_collection_modifyitems(config, items):
 def backend(request):
     """The backend name, "cpu" or "cuda"; session-scoped so hypothesis accepts it."""
     return request.param
+
+
+@pytest.fixture
+def fake_cupy():
+    """The CuPy stand-in (``cupy_emu``) installed for one test: the device
+    paths run on the CPU, their kernels built with g++ (skipped without a
+    C++ compiler)."""
+    from cupy_emu import emulated_cupy, installed
+
+    fake = emulated_cupy()
+    if fake is None:
+        pytest.skip("no C++ compiler for the emulated CUDA kernels")
+    with installed(fake):
+        yield fake

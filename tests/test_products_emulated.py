@@ -15,17 +15,9 @@ from emst_dask.products.hdbscan.device import extract_xp
 from emst_dask.products.linkage import device_linkage, single_linkage
 from emst_dask.products.order import check_edges
 
-from cupy_emu import emulated_cupy, installed
 from test_products_hdbscan_device import clouds, same
 
 
-@pytest.fixture
-def fake_cupy():
-    fake = emulated_cupy()
-    if fake is None:
-        pytest.skip("no C++ compiler for the emulated CUDA kernels")
-    with installed(fake):
-        yield fake
 
 
 def _tree(points, k):

@@ -15,16 +15,8 @@ from emst_dask import InputError, emst
 from emst_dask.products import tree_checks
 from emst_dask.products.tree_checks import check_weights_of, check_weights_xp
 
-from cupy_emu import emulated_cupy, installed
 
 
-@pytest.fixture
-def fake_cupy():
-    fake = emulated_cupy()
-    if fake is None:
-        pytest.skip("no C++ compiler for the emulated CUDA kernels")
-    with installed(fake):
-        yield fake
 
 
 def _message(fn):
