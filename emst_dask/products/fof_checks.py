@@ -186,16 +186,7 @@ def check_ids(ids, n: int):
     InputError
         Another shape, or not integers.
     """
-    xp = array_module(ids)
-    a = ids if xp is not np else np.asarray(ids)
-    if a.ndim == 2 and a.shape[1:] == (1,):
-        a = a.reshape(-1)
-    if a.dtype.kind not in "iu":
-        raise InputError(f"ids must be integers (particle IDs); got dtype {a.dtype}")
-    if a.shape != (n,):
-        raise InputError(f"ids must have shape (n,) = ({n},), one per point; got "
-                         f"{tuple(a.shape)}")
-    return a
+    return _one_per_point(ids, n, "ids", "iu", "integers (particle IDs)")[1]
 
 
 def check_masses(masses, n: int):
@@ -206,21 +197,29 @@ def check_masses(masses, n: int):
     InputError
         Another shape, a non-numeric dtype, NaN, inf or < 0 (naming the row).
     """
-    xp = array_module(masses)
-    a = masses if xp is not np else np.asarray(masses)
-    if a.ndim == 2 and a.shape[1:] == (1,):
-        a = a.reshape(-1)
-    if a.dtype.kind not in "iuf":
-        raise InputError(f"masses must be real numbers; got dtype {a.dtype}")
-    if a.shape != (n,):
-        raise InputError(f"masses must have shape (n,) = ({n},), one per point; got "
-                         f"{tuple(a.shape)}")
+    xp, a = _one_per_point(masses, n, "masses", "iuf", "real numbers")
     a = a.astype(xp.float64, copy=False)
     bad = ~(xp.isfinite(a) & (a >= 0))
     if a.size and bool(bad.any()):
         raise InputError(f"masses row {int(xp.argmax(bad))} is NaN, inf or negative "
                          f"({int(bad.sum())} row(s))")
     return a
+
+
+def _one_per_point(values, n: int, name: str, kinds: str, meaning: str):
+    """(xp, ``values`` as an (n,) array of ``xp``, as given): an (n, 1)
+    column flattened; another shape, or a dtype kind not in ``kinds``,
+    refused naming ``name`` and what it must be (``meaning``)."""
+    xp = array_module(values)
+    a = values if xp is not np else np.asarray(values)
+    if a.ndim == 2 and a.shape[1:] == (1,):
+        a = a.reshape(-1)
+    if a.dtype.kind not in kinds:
+        raise InputError(f"{name} must be {meaning}; got dtype {a.dtype}")
+    if a.shape != (n,):
+        raise InputError(f"{name} must have shape (n,) = ({n},), one per point; got "
+                         f"{tuple(a.shape)}")
+    return xp, a
 
 
 def read_ids_masses(source, ids, masses, n, *, array=None, storage_options=None):
