@@ -43,17 +43,22 @@ def _write_box(created, solved, at, dtype, exponent):
     store, _t0 = created
     e = solved[0].certified
     dtype = np.dtype(dtype)
-    if is_device_array(e.u):
+    if is_device_array(e.w2):
         import cupy
 
+        w = weights_exact(cupy, e.w2, exponent, dtype, to_host)
+    else:  # a CPU worker's, or weights only the host converts exactly
+        w = weights_from_squares(np.asarray(e.w2), exponent, dtype)
+    if is_device_array(w):
         from ..kernels.cuda.sums import sum_float64
 
-        w = weights_exact(cupy, e.w2, exponent, dtype, to_host)
-        total = sum_float64(w) if is_device_array(w) else float(w.sum(dtype=np.float64))
-        cupy.cuda.get_current_stream().synchronize()  # the copy streams do not wait
+        total = sum_float64(w)
     else:
-        w = weights_from_squares(e.w2, exponent, dtype)
         total = float(w.sum(dtype=np.float64))
+    if is_device_array(e.u) or is_device_array(w):
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()  # the copy streams do not wait
     rest = write_shared_rows(store, at, e.u, e.v, w)
     return [tuple(to_host(a) for a in r) for r in rest], total
 
