@@ -102,3 +102,82 @@ def test_device_certificate_equals_host_certificate():
             edge_set(host.certified.u, host.certified.v)
         np.testing.assert_array_equal(dev.super_labels, host.super_labels)
         assert dev.n_super == host.n_super and set(dev.seconds) >= {"order", "certificate"}
+
+
+def test_certified_edges_stay_on_the_device():
+    """A GPU box's certified edges are device arrays (global ids gathered
+    there); ``certified_edges`` brings them to the host unchanged."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    from emst_dask.arrays import is_device_array
+    from emst_dask.partitioned import steps
+    from emst_dask.partitioned.boxes import assign_boxes, choose_partitioning, face_distances
+    from emst_dask.partitioned.phase1 import solve_box
+
+    pts = GENERATORS["halos"](100_000, 3, 2)
+    part = choose_partitioning(pts, 3)
+    box = assign_boxes(part, pts)
+    for k in range(3):
+        idx = np.flatnonzero(box == k)
+        dev = solve_box(pts[idx], idx, face_distances(part, k, pts[idx]), backend="cuda")
+        assert is_device_array(dev.certified.u) and is_device_array(dev.certified.v)
+        assert is_device_array(dev.label_rows)
+        host = steps.certified_edges((dev, 0.0, "cuda"))
+        assert isinstance(host.u, np.ndarray) and isinstance(host.w2, np.ndarray)
+        np.testing.assert_array_equal(host.u, dev.certified.u.get())
+        assert set(host.u.tolist()) <= set(idx.tolist())
+        np.testing.assert_array_equal(dev.super_labels_of(np.arange(0, len(idx), 5)),
+                                      dev.super_labels[::5])
+
+
+@pytest.mark.parametrize("src,dst", [(np.float32, np.float32), (np.float64, np.float64),
+                                     (np.float64, np.float32)])
+@pytest.mark.parametrize("exponent", [0, 5, -5, -100, 100, -250, 250])
+def test_device_conversions_have_the_host_bits(src, dst, exponent):
+    """On the GPU, ``rescale_exact`` and ``weights_exact`` give the host's
+    bits: subnormal inputs and results go to the host, the rest is exact
+    there."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    import cupy as cp
+
+    from emst_dask.engine.scaling import rescale_exact, weights_exact, weights_from_squares
+    from test_partition_device import _values
+
+    rng = np.random.default_rng(abs(exponent))
+    for name, w2 in _values(src, rng).items():
+        with np.errstate(over="ignore"):
+            want = np.ldexp(w2.astype(np.float64), exponent).astype(dst)
+            got = cp.asnumpy(rescale_exact(cp, cp.asarray(w2), exponent, dst))
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=name)
+            want = weights_from_squares(w2, exponent, dst)
+            got = cp.asnumpy(weights_exact(cp, cp.asarray(w2), exponent, dst))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=name)
+
+
+@pytest.mark.parametrize("dtype,scale", [(np.float32, 1.0), (np.float32, 1e-37),
+                                         (np.float64, 1e-160), (np.float64, 1e150)])
+def test_edge_store_written_from_the_device(gpu_client, tmp_path, dtype, scale):
+    """GPU workers write their certified edges from the device: the store
+    holds the one-box tree's edges, and every weight has the bits of the
+    same job's tree gathered through the host (subnormal-scaled clouds
+    included)."""
+    from emst_dask.io.edge_store import open_edges
+
+    pts = (GENERATORS["halos"](60_000, 3, 6).astype(np.float64) * scale).astype(dtype)
+    pts = np.unique(pts, axis=0)
+    ref = emst(pts, backend="cpu")
+    out = tmp_path / "e.zarr"
+    emst(pts, client=gpu_client, partitions=3, out=str(out), chunk_rows=997)
+    stored = open_edges(str(out)).load()
+    gathered = emst(pts, client=gpu_client, partitions=3)
+    assert edge_set(stored.source, stored.target) == edge_set(ref.source, ref.target)
+    assert np.isclose(stored.total_weight, ref.total_weight, rtol=1e-6)
+
+    def by_edge(t):
+        lo, hi = np.minimum(t.source, t.target), np.maximum(t.source, t.target)
+        o = np.lexsort([hi, lo])
+        return lo[o], hi[o], np.asarray(t.weight)[o]
+
+    for a, b in zip(by_edge(stored), by_edge(gathered)):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))

@@ -74,11 +74,13 @@ class _StableNumpy:
         return np.argsort(a, kind="stable")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("case", ["random tree", "star", "lattice ties", "duplicates"])
-def test_device_strict_order_branch_against_lexsort(case):
-    """The device's one packed (weight, min) sort and its tie fix-up, run on
-    the host, equal the three-key lexsort: ties in (weight, min) are the
-    point (a star's centre is the smaller end of every edge)."""
+def test_device_strict_order_branch_against_lexsort(case, dtype):
+    """The device's one packed (weight, min) sort (float32; float64: one
+    sort of the weight's bits) and its tie fix-up, run on the host, equal
+    the three-key lexsort: ties in (weight, min) are the point (a star's
+    centre is the smaller end of every edge)."""
     from emst_dask.engine.order import strict_edge_order
 
     rng = np.random.default_rng(7)
@@ -90,7 +92,9 @@ def test_device_strict_order_branch_against_lexsort(case):
         parent = rng.integers(0, child)
     flip = rng.random(m) < 0.5
     s, t = np.where(flip, child, parent), np.where(flip, parent, child)
-    w2 = (rng.integers(0, 4 if case != "random tree" else 1 << 20, m) ** 2).astype(np.float32)
+    w2 = (rng.integers(0, 4 if case != "random tree" else 1 << 20, m) ** 2).astype(dtype)
+    if dtype == np.float64 and case == "random tree":  # beyond float32's mantissa too
+        w2 = w2 * (1 + 2.0 ** -40 * rng.integers(0, 3, m))
     if case == "duplicates":
         dup = rng.integers(0, m, 2000)
         s, t, w2 = np.r_[s, t[dup]], np.r_[t, s[dup]], np.r_[w2, w2[dup]]

@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from ..engine.scaling import weights_from_squares
+from ..arrays import is_device_array, to_host
+from ..engine.scaling import weights_exact, weights_from_squares
 from ..io.edge_store import edge_attrs, write_edges
 from ..io.output import zarr_group_attrs
 from ..io.shared_store import (create_shared_store, finish_shared_store, shared_chunk_rows,
@@ -35,11 +36,31 @@ def _create(output, n_edges, dtype):
 
 def _write_box(created, solved, at, dtype, exponent):
     """A box's certified edges into rows [at, ...): the whole chunks here,
-    the rest returned; and their weight sum (float64)."""
+    the rest returned (on the host: the finisher may run elsewhere); and
+    their weight sum (float64).  Edges a GPU worker's phase 1 kept on the
+    device are written from there (the writer copies them through pinned
+    buffers)."""
     store, _t0 = created
     e = solved[0].certified
-    w = weights_from_squares(e.w2, exponent, np.dtype(dtype))
-    return write_shared_rows(store, at, e.u, e.v, w), float(w.sum(dtype=np.float64))
+    dtype = np.dtype(dtype)
+    if is_device_array(e.w2):
+        import cupy
+
+        w = weights_exact(cupy, e.w2, exponent, dtype, to_host)
+    else:  # a CPU worker's, or weights only the host converts exactly
+        w = weights_from_squares(np.asarray(e.w2), exponent, dtype)
+    if is_device_array(w):
+        from ..kernels.cuda.sums import sum_float64
+
+        total = sum_float64(w)
+    else:
+        total = float(w.sum(dtype=np.float64))
+    if is_device_array(e.u) or is_device_array(w):
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()  # the copy streams do not wait
+    rest = write_shared_rows(store, at, e.u, e.v, w)
+    return [tuple(to_host(a) for a in r) for r in rest], total
 
 
 def _finish(created, attrs, forest, at, n, dtype, exponent, cores, *written):

@@ -19,9 +19,9 @@ def strict_edge_order(xp, s, t, w2):
     order-preserving for values >= 0, above the pair's rank); on the device
     with float32 weights one radix sort of (weight bits, min) packed in a
     uint64, the rare runs of equal keys then ordered by max apart
-    (``_by_max_within_ties``); with float64 weights three stable radix
-    sorts: max and min as uint32, then the weight's bits.  Otherwise a
-    three-key lexsort.
+    (``_by_max_within_ties``); with float64 weights one radix sort of the
+    weight's bits, the runs of equal weights then ordered by (min, max)
+    apart (``_by_rows_within_ties``).  Otherwise a three-key lexsort.
     A pair listed twice (the same candidate from two sources) is one edge:
     its copies are equal in every field, so their relative order does not
     matter.
@@ -35,15 +35,12 @@ def strict_edge_order(xp, s, t, w2):
             key = _packed_key(xp, w2, s, t)
             order = xp.argsort(key)
             return _by_max_within_ties(xp, order, key, s, t)
-        # float64: three stable radix sorts, least significant first: the
-        # rows as 32-bit keys (half the digit passes of a 64-bit key), then
-        # the weight's bits (CuPy's sort is stable)
-        key = xp.maximum(s, t).astype(xp.uint32)
+        # float64: one 64-bit radix sort of the weight's bits (half the
+        # digit passes of the three stable sorts by max, min and weight it
+        # replaces), the runs of equal weights then ordered by (min, max)
+        key = xp.ascontiguousarray(w2).view(xp.uint64)
         order = xp.argsort(key)
-        key = xp.minimum(s, t).astype(xp.uint32)[order]
-        order = order[xp.argsort(key)]
-        key = xp.ascontiguousarray(w2).view(xp.uint64)[order]
-        return order[xp.argsort(key)]
+        return _by_rows_within_ties(xp, order, key, s, t)
     lo, hi = xp.minimum(s, t), xp.maximum(s, t)
     if w2.dtype != np.float32 or m == 0 or int(hi.max()) >= 1 << 32:
         return xp.lexsort(xp.stack([hi.astype(xp.float64), lo.astype(xp.float64),
@@ -72,27 +69,49 @@ def _packed_key(xp, w2, s, t):
     return strict_key(w2, s, t)
 
 
-def _by_max_within_ties(xp, order, key, s, t):
-    """``order`` (sorting ``key`` stably) with every run of equal keys
-    ordered by max(s, t): the items of all such runs are sorted together by
-    (key, max) and written back to the runs' places, which hold them in key
-    order already.  Runs are rare (one row the smaller end of two edges of
-    equal weight) but every tied item of a lattice takes part."""
+def _tied(xp, order, key):
+    """(m,) bool of ``xp``: the places of ``order`` (sorting ``key``) whose
+    key equals a neighbour's."""
     if isinstance(key, np.ndarray):  # the device branch run on the host (tests)
         k = key[order]
         tied = xp.zeros(k.shape[0], bool)
         same = k[1:] == k[:-1]
         tied[1:] |= same
         tied[:-1] |= same
-        del k, same
-    else:  # one pass
-        from ..kernels.cuda.edge_order import tied_runs
+        return tied
+    from ..kernels.cuda.edge_order import tied_runs  # one pass
 
-        tied = tied_runs(key[order])
-    where = xp.flatnonzero(tied)
+    return tied_runs(key[order])
+
+
+def _by_max_within_ties(xp, order, key, s, t):
+    """``order`` (sorting ``key`` stably) with every run of equal keys
+    ordered by max(s, t): the items of all such runs are sorted together by
+    (key, max) and written back to the runs' places, which hold them in key
+    order already.  Runs are rare (one row the smaller end of two edges of
+    equal weight) but every tied item of a lattice takes part."""
+    where = xp.flatnonzero(_tied(xp, order, key))
     if where.shape[0] == 0:
         return order
     items = order[where]
     items = items[xp.argsort(xp.maximum(s[items], t[items]).astype(xp.uint64))]
+    order[where] = items[xp.argsort(key[items])]
+    return order
+
+
+def _by_rows_within_ties(xp, order, key, s, t):
+    """``order`` (sorting the weights' bits ``key``) with every run of equal
+    weights ordered by (min(s, t), max(s, t)), as ``_by_max_within_ties``:
+    the tied items sorted together by (key, min, max), three stable sorts
+    over those items only.  Equal float64 squared lengths are rare in a
+    cloud of measured positions; in a lattice most items are tied and this
+    costs about what three sorts of every edge cost."""
+    where = xp.flatnonzero(_tied(xp, order, key))
+    if where.shape[0] == 0:
+        return order
+    items = order[where]
+    # ends below 2**32 (the caller's condition): 32-bit keys, half the passes
+    items = items[xp.argsort(xp.maximum(s[items], t[items]).astype(xp.uint32))]
+    items = items[xp.argsort(xp.minimum(s[items], t[items]).astype(xp.uint32))]
     order[where] = items[xp.argsort(key[items])]
     return order

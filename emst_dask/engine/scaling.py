@@ -210,3 +210,95 @@ def weights_from_squares(w2: np.ndarray, exponent: int, dtype) -> np.ndarray:
 def _unscale(w: np.ndarray, exponent: int, dtype) -> np.ndarray:
     with np.errstate(over="ignore"):  # inf beyond the range: the caller refuses it
         return np.ldexp(w.astype(np.float64), -exponent).astype(dtype)
+
+
+# --------------------------------------------------------------------------
+# the same conversions on the device, where they give the host's bits
+# --------------------------------------------------------------------------
+def bit_range(xp, values):
+    """(smallest nonzero, largest) of (m,) float ``values`` >= 0 of ``xp``
+    as Python floats, or (None, None) when every value is zero; from their
+    bits (integer reductions: no flush of subnormals touches them)."""
+    dt = np.dtype(values.dtype)
+    u = np.dtype(f"u{dt.itemsize}")
+    bits = xp.ascontiguousarray(values).view(u)
+    if bits.shape[0] == 0:
+        return None, None
+    hi = int(bits.max())
+    if hi == 0:
+        return None, None
+    lo = int(xp.where(bits == 0, u.type(np.iinfo(u).max), bits).min())
+    pair = np.array([lo, hi], u).view(dt)
+    return float(pair[0]), float(pair[1])
+
+
+def stays_normal(lo, hi, src, exponent: int, dtype) -> bool:
+    """Whether values in [lo, hi] (the nonzero ones; ``bit_range``) of
+    dtype ``src``, widened to float64, times ``2**exponent`` and cast to
+    ``dtype`` are normal and finite at every step.  Then device arithmetic,
+    which may flush subnormal operands or results to zero, gives the bits
+    the host gives (the products by powers of two are exact, the cast is
+    rounded to nearest in both places)."""
+    if lo is None:
+        return True  # zeros stay zeros
+    if not (math.isfinite(hi) and lo >= float(np.finfo(src).tiny)):
+        return False
+    out = np.finfo(dtype)
+    low = int(np.frexp(lo)[1]) - 1 + exponent   # lo * 2**exponent >= 2**low
+    high = int(np.frexp(hi)[1]) + exponent      # hi * 2**exponent < 2**high
+    return low >= out.minexp and high <= out.maxexp - 1
+
+
+def rescale_exact(xp, values, exponent: int, dtype, to_host=np.asarray):
+    """``ldexp(values as float64, exponent)`` cast to ``dtype``, the host's
+    bits: on ``xp``'s device when ``stays_normal`` shows it gives them (two
+    small reductions decide), else on the host (a numpy array back).
+
+    Parameters
+    ----------
+    xp : numpy or cupy
+    values : (m,) float array of ``xp``, >= 0
+    exponent : int
+    dtype : float32 or float64
+    to_host : callable copying a device array to the host
+
+    Returns
+    -------
+    (m,) ``dtype`` array of ``xp`` (numpy where the host converted)
+    """
+    dtype = np.dtype(dtype)
+    if not exponent and values.dtype == dtype:
+        return values  # no arithmetic
+    if xp is not np and stays_normal(*bit_range(xp, values), values.dtype, exponent, dtype):
+        return xp.ldexp(values.astype(xp.float64), exponent).astype(dtype, copy=False)
+    v = np.asarray(to_host(values)).astype(np.float64)
+    with np.errstate(over="ignore"):  # inf beyond the range: the caller refuses it
+        return np.ldexp(v, exponent).astype(dtype)
+
+
+def weights_exact(xp, w2, exponent: int, dtype, to_host=np.asarray):
+    """``weights_from_squares`` of an array of ``xp``, the host's bits: on
+    the device when every nonzero squared weight is normal (a square root
+    of a normal value is normal and rounded to nearest) and the rescaling
+    stays normal (``rescale_exact``); else on the host (a numpy array back).
+
+    Parameters
+    ----------
+    xp : numpy or cupy
+    w2 : (m,) float array of ``xp``, >= 0, in the frame scaled by
+        ``2**exponent``
+    exponent : int
+    dtype : float32 or float64, the weights' dtype
+    to_host : callable copying a device array to the host
+
+    Returns
+    -------
+    (m,) ``dtype`` weights in input units, of ``xp`` (numpy where the host
+    converted)
+    """
+    if xp is np:
+        return weights_from_squares(w2, exponent, dtype)
+    lo, hi = bit_range(xp, w2)
+    if stays_normal(lo, hi, w2.dtype, 0, w2.dtype):
+        return rescale_exact(xp, xp.sqrt(w2), -exponent, dtype, to_host)
+    return weights_from_squares(np.asarray(to_host(w2)), exponent, dtype)

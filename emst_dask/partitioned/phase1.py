@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..arrays import is_device_array, to_host
 from ..engine import boruvka
 from ..engine.order import strict_edge_order
+from ..engine.scaling import bit_range, rescale_exact
 from ..kernels import get_kernels
 from .boxes import certificate_distances
 from .certificate import _scatter_min, boruvka_certificate, kruskal_certificate
@@ -29,11 +31,13 @@ class BoxResult:
     The super-vertex of point i is the global id ``gids[label_rows[i]]``
     (its root's); phase 2 needs it for the shell only, so the per-point
     labels stay local (int32 where they fit: half the bytes, no gather of
-    the whole box).
+    the whole box) and where the engine ran.  On a GPU worker the certified
+    edges stay on the device too, for the output phase to write from there
+    (``steps.certified_edges`` brings them to the host).
     """
 
-    certified: Edges          # final global MST edges
-    uncertified: Edges        # the rest of MST(box): candidates
+    certified: Edges          # final global MST edges (numpy or cupy arrays)
+    uncertified: Edges        # the rest of MST(box): candidates (numpy)
     label_rows: np.ndarray    # (n_box,) int32/int64 box row of each point's root
     gids: np.ndarray          # (n_box,) int64 the box's global ids (shared)
     max_local2: float         # longest squared edge of MST(box)
@@ -42,13 +46,19 @@ class BoxResult:
                               # engine.<phase>), order, certificate, edges
 
     def super_labels_of(self, idx) -> np.ndarray:
-        """(len(idx),) int64 super-vertex (a global id) of box rows ``idx``."""
-        return self.gids[self.label_rows[idx]]
+        """(len(idx),) int64 numpy super-vertex (a global id) of box rows
+        ``idx`` (numpy; the rows' labels gathered where they are)."""
+        rows = self.label_rows
+        if is_device_array(rows):
+            import cupy
+
+            return self.gids[rows[cupy.asarray(idx)].get()]
+        return self.gids[rows[idx]]
 
     @property
     def super_labels(self) -> np.ndarray:
-        """(n_box,) int64 super-vertex (a global id) of every point."""
-        return take(self.gids, self.label_rows)
+        """(n_box,) int64 numpy super-vertex (a global id) of every point."""
+        return take(self.gids, to_host(self.label_rows))
 
 
 def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
@@ -78,7 +88,7 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         return BoxResult(e, e, np.zeros(1, np.int32), np.asarray(gids, np.int64), 0.0, 1, {})
     t0 = time.perf_counter()
     K = get_kernels(backend)
-    xp, to = K.xp, K.to_host
+    xp = K.xp
     pts = K.to_device(points)
     res = boruvka(K, pts, min_samples, box_size=period,
                   core_distances2=None if core is None else xp.asarray(core))
@@ -121,40 +131,71 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
     K.synchronize()
     t2 = time.perf_counter()
-    # local indices cross to the host (as int32 when they fit) and become
-    # global ids there: half the bytes over the bus of global int64 ids
-    gh = np.ascontiguousarray(gids, np.int64)
-
-    def rows(local):
-        return K.to_host(local.astype(xp.int32) if m < 2**31 else local)
-
-    def ids(local):
-        return take(gh, rows(local))
-
-    def weights(w):  # on the host: GPU arithmetic may flush subnormals
-        w = to(w)
-        if res.exponent:
-            w = np.ldexp(w.astype(np.float64), -2 * res.exponent)
-        return w.astype(dt, copy=False)
-
-    label_rows = rows(labels)
-    z = np.zeros(0, np.int64)
-    if certified is None:
-        cert = Edges(ids(s), ids(t), weights(w2s), z, z.copy())
-        rest = Edges.empty(dt)
-    else:
-        nc = ~certified
-        cert = Edges(ids(s[certified]), ids(t[certified]), weights(w2s[certified]), z,
-                     z.copy())
-        ns, nt = to(s[nc]), to(t[nc])
-        rest = Edges(gh[ns], gh[nt], weights(w2s[nc]), gh[label_rows[ns]],
-                     gh[label_rows[nt]])
-    out = BoxResult(cert, rest, label_rows, gh, float(weights(w2s.max().reshape(1))[0]),
-                    n_super)
+    cert, rest, label_rows, max2 = box_edges(K, gids, s, t, w2s, certified, labels,
+                                             res.exponent, dt)
+    K.synchronize()  # the writer's copy streams do not wait for this one
+    out = BoxResult(cert, rest, label_rows, np.asarray(gids, np.int64), max2, n_super)
     out.seconds = {"engine": t1 - t0, "order": t_order, "certificate": t2 - t1 - t_order,
                    "edges": time.perf_counter() - t2,
                    **{f"engine.{k}": v for k, v in res.timings.items()}}
     return out
+
+
+def box_edges(K, gids, s, t, w2s, certified, labels, exponent: int, dtype):
+    """A box's MST edges in global ids, where the kernel set ``K`` keeps them.
+
+    The certified edges stay on the device (the output phase writes them
+    from there): the box's global ids cross once and the edges' ends are
+    gathered there; only the uncertified edges (phase 2's candidates, few)
+    come to the host, with their ends' super-vertices.
+
+    Parameters
+    ----------
+    K : kernel set (``xp``, ``to_device``, ``to_host``)
+    gids : (m,) int64 numpy, the box's global ids, ascending
+    s, t : (m-1,) int64 of ``K.xp``, the box's MST edges in local rows
+    w2s : (m-1,) float of ``K.xp``, their squared weights in the engine's
+        frame (times ``2**exponent`` of the box's points)
+    certified : (m-1,) bool of ``K.xp``, or None (every edge certified)
+    labels : (m,) int64 of ``K.xp``, the local row of each point's root
+    exponent : int, the engine's scaling
+    dtype : the box points' dtype, that of the squared weights returned
+
+    Returns
+    -------
+    (certified Edges (ids and weights of ``K.xp``; weights numpy where only
+    the host gives their exact bits), uncertified Edges (numpy),
+    label_rows (m,) int32 (int64 beyond 2**31 points) of ``K.xp``,
+    longest squared weight as float)
+    """
+    xp = K.xp
+    m = labels.shape[0]
+    z = np.zeros(0, np.int64)
+    gd = K.to_device(np.ascontiguousarray(gids, np.int64))
+
+    def squares(w):  # the job's frame, the host's bits (``rescale_exact``)
+        return rescale_exact(xp, w, -2 * exponent, dtype, K.to_host)
+
+    label_rows = labels.astype(xp.int32) if m < 2**31 else labels
+    if certified is None:
+        cert = Edges(_gather(xp, gd, s), _gather(xp, gd, t), squares(w2s), z, z.copy())
+        rest = Edges.empty(dtype)
+    else:
+        cert = Edges(_gather(xp, gd, s[certified]), _gather(xp, gd, t[certified]),
+                     squares(w2s[certified]), z, z.copy())
+        nc = xp.flatnonzero(~certified)
+        ns, nt = s[nc], t[nc]
+        to = K.to_host
+        rest = Edges(to(gd[ns]), to(gd[nt]), np.asarray(to(squares(w2s[nc]))),
+                     to(gd[label_rows[ns]]), to(gd[label_rows[nt]]))
+    top = bit_range(xp, w2s)[1] or 0.0
+    max2 = float(rescale_exact(np, np.array([top], w2s.dtype), -2 * exponent, dtype)[0])
+    return cert, rest, label_rows, max2
+
+
+def _gather(xp, values, idx):
+    """``values[idx]`` (in parallel on the host)."""
+    return take(values, idx) if xp is np else values[idx]
 
 
 def run_engine(points, backend, min_samples, core=None, period=None):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..arrays import to_host
 from ..engine import core_distances2
 from ..io.checks import check_exact_integers, check_finite, check_in_box
 from ..io.staging import default_threads
@@ -237,9 +238,11 @@ def solve_info(solved) -> dict:
 
 
 def certified_edges(solved) -> Edges:
-    """A solved box's certified edges (without the super-vertex columns)."""
+    """A solved box's certified edges (without the super-vertex columns), on
+    the host (a GPU worker's phase 1 keeps them on the device)."""
     e = solved[0].certified
-    return Edges(e.u, e.v, e.w2, e.u[:0], e.v[:0])
+    u, v, w2 = (np.asarray(to_host(a)) for a in (e.u, e.v, e.w2))
+    return Edges(u, v, w2, u[:0], v[:0])
 
 
 # --------------------------------------------------------------------------
