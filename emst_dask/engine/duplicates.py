@@ -153,30 +153,33 @@ def find_duplicates(K, points, codes, perm):
     same = codes[1:] == codes[:-1]
     if not bool(same.any()):
         return None
+    it = np.int32 if n < 2**31 else np.int64  # indices: half the bytes on a GPU
     crowded = xp.zeros(n, dtype=bool)
     crowded[1:] |= same
     crowded[:-1] |= same
-    del same
     at = xp.flatnonzero(crowded)
     del crowded
-    rows = perm[at].astype(np.int64)  # ascending within each run
-    run = codes[at]
+    first = xp.ones(at.shape[0], dtype=bool)  # each run's first point
+    first[1:] = ~same[at[1:] - 1]
+    del same
+    rows = perm[at].astype(it, copy=False)  # ascending within each run
     del at
-    first = xp.ones(rows.shape[0], dtype=bool)
-    first[1:] = run[1:] != run[:-1]
-    del run
-    starts = xp.flatnonzero(first)
-    rid = xp.cumsum(first) - 1
     x = points[rows]
-    equal = (x == x[starts[rid]]).all(axis=1)  # equal to its run's first point
+    # a run is one group when each point equals the one before it (values:
+    # -0.0 == 0.0)
+    differs = ~(x[1:] == x[:-1]).all(axis=1) & ~first[1:]
+    rid = xp.cumsum(first, dtype=it) - 1
+    starts = xp.flatnonzero(first).astype(it, copy=False)
     mixed = xp.zeros(starts.shape[0], dtype=bool)
-    mixed[rid[~equal]] = True  # runs of distinct points (a clump in one cell)
+    mixed[rid[1:][differs]] = True  # runs of distinct points (a clump in one cell)
+    del differs
     in_mixed = mixed[rid]
+    del mixed
     # pure runs: one group each, whose first point is its smallest row
     take = ~first & ~in_mixed
     copy = [rows[take]]
     rep = [rows[starts[rid[take]]]]
-    del take, equal, starts, rid, mixed
+    del take, starts, rid, first
     if bool(in_mixed.any()):
         mrows, mx = rows[in_mixed], x[in_mixed]
         order = xp.arange(mrows.shape[0])
@@ -186,17 +189,17 @@ def find_duplicates(K, points, codes, perm):
         del order
         dup = xp.zeros(mrows.shape[0], dtype=bool)
         dup[1:] = (mx[1:] == mx[:-1]).all(axis=1)
-        gid = xp.cumsum(~dup) - 1
+        gid = xp.cumsum(~dup, dtype=it) - 1
         heads = mrows[~dup]
         copy.append(mrows[dup])
         rep.append(heads[gid[dup]])
         del dup, gid, heads, mrows, mx
-    del x, rows, first, in_mixed
+    del x, rows, in_mixed
     copy = xp.concatenate(copy) if len(copy) > 1 else copy[0]
     rep = xp.concatenate(rep) if len(rep) > 1 else rep[0]
     if copy.shape[0] == 0:
         return None
-    return Duplicates(copy, rep)
+    return Duplicates(copy.astype(np.int64), rep.astype(np.int64))
 
 
 def collapse(K, dup: Duplicates, codes, perm, n: int) -> Collapsed:
