@@ -148,7 +148,7 @@ def traced_run(K, pts, min_samples):
     return {"build": t_build, "core_or_init": t_core, "iterations": per_iter}
 
 
-def bench_row(K, row, path, repeats, do_floor=True):
+def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
     xp = K.xp
     on_gpu = xp.__name__ == "cupy"
 
@@ -223,7 +223,8 @@ def bench_row(K, row, path, repeats, do_floor=True):
     # one traced run: per-iteration phase times (of the whole cloud: the
     # trace does not collapse duplicates)
     try:
-        out["trace"] = traced_run(K, pts, ms)
+        if do_trace:
+            out["trace"] = traced_run(K, pts, ms)
     except Exception as e:  # the trace is diagnostics only
         out["trace_error"] = repr(e)
 
@@ -291,6 +292,7 @@ def main():
     p.add_argument("--no-collapse", action="store_true",
                    help="do not collapse exact duplicates (the engine on the whole cloud)")
     p.add_argument("--no-floor", action="store_true", help="skip our floor")
+    p.add_argument("--no-trace", action="store_true", help="skip the per-iteration trace")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--scale", type=float, default=1.0, help="multiply every n (smoke tests)")
     p.add_argument("--out", default=None,
@@ -337,7 +339,8 @@ def main():
         path = futures[(row[0], row[1], row[2])].result()
         t = time.perf_counter()
         try:
-            r = bench_row(K, row, path, a.repeats, do_floor=not a.no_floor)
+            r = bench_row(K, row, path, a.repeats, do_floor=not a.no_floor,
+                          do_trace=not a.no_trace)
             r["collapse_duplicates"] = not a.no_collapse
             r["kernels"] = a.kernels
         except Exception as e:  # keep the other rows

@@ -250,3 +250,15 @@ def test_small_integer_clouds_property(d, n, seed):
     assert edge_set(tree.source, tree.target) == _strict_tree(pts)
     w = np.sqrt(((pts[host(tree.source)] - pts[host(tree.target)]) ** 2).sum(axis=1))
     np.testing.assert_array_equal(host(tree.weight), w)
+
+
+def test_ties_clouds_are_deterministic_with_copies():
+    """The benchmarks' ties clouds: float32, (n, d), the same for a seed, and
+    full of exact copies."""
+    from emst_dask import datasets
+
+    for name, make in datasets.TIES.items():
+        x = make(5000, 3, 1)
+        assert x.dtype == np.float32 and x.shape == (5000, 3) and x.flags.c_contiguous
+        np.testing.assert_array_equal(x, make(5000, 3, 1))
+        assert np.unique(x, axis=0).shape[0] <= 0.6 * len(x), name

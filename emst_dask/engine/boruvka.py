@@ -334,19 +334,21 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         if dup is not None and dup.copy.shape[0] >= min_fraction() * n:
             kept = collapse(K, dup, *order, n)
             del order
-            m = kept.rows.shape[0]
+            rows = kept.rows
+            m = rows.shape[0]
+            points = points[rows]  # the distinct points, ascending rows
             timers.stop("duplicates")
-            points = points[kept.rows]  # the distinct points, ascending rows
-            if m > 1:
-                t = _tree(K, points, 1, None, box, period, timers, progress,
-                          False, (kept.codes, kept.perm))
-                src, dst, w2 = kept.rows[t[0]], kept.rows[t[1]], t[2]
+            if m > 1:  # (the codes go with the call: freed once the tree is built)
+                t = _tree(K, points, 1, None, box, period, timers, progress, False,
+                          kept.take_order())
+                src, dst, w2 = rows[t[0]], rows[t[1]], t[2]
                 iterations, components = t[4], [n] + t[5]
+                del t
             else:
                 src = dst = xp.zeros(0, np.int64)
                 w2 = xp.zeros(0, dtype)
                 iterations, components = 0, [n, 1]
-            del kept
+            del kept, rows, points
             timers.start()
             src = xp.concatenate([src, dup.rep])
             dst = xp.concatenate([dst, dup.copy])

@@ -110,6 +110,12 @@ class Collapsed:
     codes: Any
     perm: Any
 
+    def take_order(self):
+        """(codes, perm), dropping this object's references to them."""
+        order = (self.codes, self.perm)
+        self.codes = self.perm = None
+        return order
+
 
 def _coordinate_keys(xp, x):
     """uint64 keys of (c, d) float ``x`` (d >= 1) that are equal for two rows
