@@ -61,6 +61,14 @@ DATASETS = {  # name: (generator, dimension)
     "halos3D": ("halos", 3),
     "uniform2D": ("uniform", 2),
 }
+#: clouds with ties (``emst_dask.datasets.TIES``), by ``--datasets ties``
+TIES_DATASETS = {
+    "lattice3D": ("lattice", 3),
+    "tracks3D": ("tracks", 3),
+    "copies4_3D": ("copies4", 3),
+    "copies16_3D": ("copies16", 3),
+}
+ALL_DATASETS = {**DATASETS, **TIES_DATASETS}
 TOOLS = ["emst_dask", "mlpack", "fast_hdbscan"]
 DEFAULT_N = 1_000_000
 
@@ -91,8 +99,9 @@ def _rss_bytes() -> int:
 def make_points(dataset: str, n: int, dtype: str, seed: int = 0) -> np.ndarray:
     from emst_dask import datasets
 
-    gen, d = DATASETS[dataset]
-    return np.ascontiguousarray(datasets.GENERATORS[gen](n, dim=d, seed=seed), dtype=dtype)
+    gen, d = ALL_DATASETS[dataset]
+    clouds = {**datasets.GENERATORS, **datasets.TIES}
+    return np.ascontiguousarray(clouds[gen](n, dim=d, seed=seed), dtype=dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -330,7 +339,8 @@ def main(argv=None) -> int:
                    default=100_000, help="points per cloud for fast_hdbscan (default 100k); "
                    "emst_dask and mlpack are timed at this n too when it differs from --n")
     p.add_argument("--datasets", default=",".join(DATASETS),
-                   help=f"comma-separated, from {','.join(DATASETS)}")
+                   help=f"comma-separated, from {','.join(ALL_DATASETS)}, or 'ties' "
+                        "for the clouds with ties")
     p.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, from {','.join(TOOLS)}")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"],
                    help="precision emst_dask computes in (the clouds are float32)")
@@ -349,10 +359,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     datasets = [s for s in args.datasets.split(",") if s]
+    if datasets == ["ties"]:
+        datasets = list(TIES_DATASETS)
     tools = [s for s in args.tools.split(",") if s]
     for s in datasets:
-        if s not in DATASETS:
-            p.error(f"unknown dataset {s!r}: choose from {', '.join(DATASETS)}")
+        if s not in ALL_DATASETS:
+            p.error(f"unknown dataset {s!r}: choose from {', '.join(ALL_DATASETS)}")
     for s in tools:
         if s not in TOOLS:
             p.error(f"unknown tool {s!r}: choose from {', '.join(TOOLS)}")

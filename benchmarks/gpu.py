@@ -12,6 +12,15 @@ markdown table.
 
     python benchmarks/gpu.py                       # the whole table
     python benchmarks/gpu.py --rows 0,1 --scale 0.01 --repeats 3   # smoke test
+    python benchmarks/gpu.py --rows ties --kernels cpu --scale 0.1  # the ties rows, numba
+
+The ties rows (``TIES_ROWS``, ``--rows ties``) are clouds of
+``emst_dask.datasets.TIES``: an integer lattice with about two points per
+site, GPS-like tracks quantised to 1e-5, and m uniform sites with k = 4
+and k = 16 copies each beside the uniform cloud of their m sites (the
+collapse of duplicates should make them cost about what m points cost plus
+a pass over n).  ``--no-collapse`` runs the engine on the whole cloud (the
+engine before the collapse, for before/after figures).
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from emst_dask import engine  # noqa: E402
 
 from emst_dask import datasets  # noqa: E402
+from emst_dask.engine.duplicates import MIN_FRACTION_KEY  # noqa: E402
 
 #: (dataset, n, d, min_samples, reference seconds, reference floor seconds);
 #: the reference: ArborX 2.1.99 + Kokkos 4.6.1 on the same H100 (issue 3)
@@ -46,10 +56,22 @@ ROWS = [
     ("uniform", 10_000_000, 3, 16, 0.1672, None),
     ("halos", 10_000_000, 3, 16, 0.1354, None),
 ]
+#: clouds with ties (``datasets.TIES``), no reference figure yet; the
+#: uniform rows are the k-copies rows' m sites alone
+TIES_ROWS = [
+    ("lattice", 10_000_000, 3, 1, None, None),
+    ("tracks", 10_000_000, 3, 1, None, None),
+    ("copies4", 10_000_000, 3, 1, None, None),
+    ("uniform", 2_500_000, 3, 1, None, None),
+    ("copies16", 10_000_000, 3, 1, None, None),
+    ("uniform", 625_000, 3, 1, None, None),
+]
+ALL_ROWS = ROWS + TIES_ROWS
+CLOUDS = {**datasets.GENERATORS, **datasets.TIES}
 
 
 def _generate(name, n, d, path):
-    x = datasets.GENERATORS[name](n, dim=d, seed=0)
+    x = CLOUDS[name](n, dim=d, seed=0)
     np.save(path, x)
     return path
 
@@ -126,7 +148,7 @@ def traced_run(K, pts, min_samples):
     return {"build": t_build, "core_or_init": t_core, "iterations": per_iter}
 
 
-def bench_row(K, row, path, repeats, do_floor=True):
+def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
     xp = K.xp
     on_gpu = xp.__name__ == "cupy"
 
@@ -168,7 +190,7 @@ def bench_row(K, row, path, repeats, do_floor=True):
         K.to_host(pts.max(axis=0))
     out["bounds_seconds"] = statistics.median(_timed(bounds, sync, 3))
 
-    if do_floor:
+    if do_floor and hasattr(K, "nearest_other_point"):  # the CPU set has no such query
         def floor():
             bvh = engine.construct_bvh(K, pts, engine.Timers(enabled=False))
             K.nearest_other_point(bvh)
@@ -187,11 +209,22 @@ def bench_row(K, row, path, repeats, do_floor=True):
         out["peak_bytes"] = hook.peak
         out["peak_bytes_per_point"] = hook.peak / n
         out["pool_total_bytes_after"] = pool.total_bytes()
+    else:  # numpy's allocations (tracemalloc sees them; numba's own do not count)
+        import tracemalloc
+
+        tracemalloc.start()
+        res = run()
+        del res
+        out["peak_bytes"] = tracemalloc.get_traced_memory()[1]
+        out["peak_bytes_per_point"] = out["peak_bytes"] / n
+        tracemalloc.stop()
     out["input_bytes_per_point"] = pts.nbytes / n
 
-    # one traced run: per-iteration phase times
+    # one traced run: per-iteration phase times (of the whole cloud: the
+    # trace does not collapse duplicates)
     try:
-        out["trace"] = traced_run(K, pts, ms)
+        if do_trace:
+            out["trace"] = traced_run(K, pts, ms)
     except Exception as e:  # the trace is diagnostics only
         out["trace_error"] = repr(e)
 
@@ -240,31 +273,53 @@ def markdown(results, info):
         lines.append(
             f"| {r['dataset']} | {r['n'] / 1e6:g}M | {r['d']} | {r['min_samples']} | "
             f"{r['seconds']:.4f} | {fmt(r.get('floor_seconds'), '.4f')} | "
-            f"{fmt(r.get('over_floor'), '.2f')} | {r['reference_seconds']:.4f} | "
+            f"{fmt(r.get('over_floor'), '.2f')} | {fmt(r['reference_seconds'], '.4f')} | "
             f"{fmt(r['reference_floor_seconds'], '.4f')} | "
-            f"{r['speedup_vs_reference']:.2f}x | {r['mfeatures_per_s']:.0f} | "
+            f"{fmt(r['speedup_vs_reference'], '.2f')}{'x' if r['speedup_vs_reference'] else ''} | "
+            f"{r['mfeatures_per_s']:.0f} | "
             f"{fmt(r.get('peak_bytes_per_point'), '.1f')} | {r['iterations']} |")
     return "\n".join(lines)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", default=None, help="comma-separated row indices (default: all)")
+    p.add_argument("--rows", default=None,
+                   help="comma-separated row indices of ROWS + TIES_ROWS, or 'ties' "
+                        "(default: all)")
+    p.add_argument("--kernels", default="cuda", choices=["cuda", "cpu", "emulated"],
+                   help="the CUDA kernel set, the CPU (numba) one, or the CUDA kernels "
+                        "emulated on the CPU (EMST_BENCH_EMULATE=1 too)")
+    p.add_argument("--no-collapse", action="store_true",
+                   help="do not collapse exact duplicates (the engine on the whole cloud)")
+    p.add_argument("--no-floor", action="store_true", help="skip our floor")
+    p.add_argument("--no-trace", action="store_true", help="skip the per-iteration trace")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--scale", type=float, default=1.0, help="multiply every n (smoke tests)")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "h100.json"))
+    p.add_argument("--out", default=None,
+                   help="results file (default results/h100.json; results/ties-KERNELS.json "
+                        "for --kernels cpu or emulated)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--workers", type=int, default=6)
     a = p.parse_args()
 
-    if os.environ.get("EMST_BENCH_EMULATE"):  # smoke test of this script without a GPU
+    if a.kernels == "emulated" or os.environ.get("EMST_BENCH_EMULATE"):
+        # smoke test of this script without a GPU
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
         from cuda_emu import emulated_kernels
         K = emulated_kernels()
+    elif a.kernels == "cpu":
+        from emst_dask.kernels import get_kernels
+        K = get_kernels("cpu")
     else:
         from emst_dask.kernels.cuda.kernel_set import CudaKernels as K
+    if a.no_collapse:
+        import dask.config
+        dask.config.set({MIN_FRACTION_KEY: 2.0})
 
-    rows = [ROWS[int(i)] for i in a.rows.split(",")] if a.rows else list(ROWS)
+    if a.rows == "ties":
+        rows = list(TIES_ROWS)
+    else:
+        rows = [ALL_ROWS[int(i)] for i in a.rows.split(",")] if a.rows else list(ALL_ROWS)
     rows = [(nm, max(2, int(n * a.scale)), d, ms, ref, rf) for nm, n, d, ms, ref, rf in rows]
     data_dir = a.data_dir or tempfile.mkdtemp(prefix="emst_bench_")
     # generate every distinct dataset once, in parallel processes, while the
@@ -276,13 +331,18 @@ def main():
     pool = cf.ProcessPoolExecutor(max_workers=min(a.workers, len(keys)))
     futures = {k: pool.submit(_generate, k[0], k[1], k[2],
                               os.path.join(data_dir, f"{k[0]}_{k[1]}_{k[2]}.npy")) for k in keys}
-    info = device_info()
+    info = device_info() if a.kernels != "cpu" else {
+        "device": f"CPU ({platform.processor() or platform.machine()}, "
+                  f"{os.cpu_count()} cores), numba kernels", "cupy": None}
     results = []
     for row in rows:
         path = futures[(row[0], row[1], row[2])].result()
         t = time.perf_counter()
         try:
-            r = bench_row(K, row, path, a.repeats, do_floor=True)
+            r = bench_row(K, row, path, a.repeats, do_floor=not a.no_floor,
+                          do_trace=not a.no_trace)
+            r["collapse_duplicates"] = not a.no_collapse
+            r["kernels"] = a.kernels
         except Exception as e:  # keep the other rows
             import traceback
             traceback.print_exc()
@@ -293,9 +353,14 @@ def main():
         print(json.dumps({k: v for k, v in r.items() if k not in ("trace", "phases")}),
               flush=True)
     pool.shutdown()
+    if a.out is None:
+        a.out = os.path.join(os.path.dirname(__file__), "results",
+                             "h100.json" if a.kernels == "cuda" else f"ties-{a.kernels}.json")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"info": info, "repeats": a.repeats, "scale": a.scale, "rows": results},
+        json.dump({"info": info, "repeats": a.repeats, "scale": a.scale,
+                   "kernels": a.kernels, "collapse_duplicates": not a.no_collapse,
+                   "rows": results},
                   f, indent=1)
     print()
     print(markdown(results, info))

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import scatter_max, scatter_min
+from .duplicates import collapse, find_duplicates, min_fraction
 from .order import strict_edge_order
 from .scaling import bounds, ldexp, scale_exactly
 
@@ -106,9 +107,8 @@ def code_scale(xp, ext, bits):
     return xp.where(ext > 0, (2.0**bits) / safe, 0.0)
 
 
-def construct_bvh(K, points, timers: Timers, box=None, period=None):
-    """Morton codes, stable sort, finer codes in crowded cells, and the
-    radix tree with its boxes.
+def morton_order(K, points, timers: Timers, box=None):
+    """Morton codes and their stable sort.
 
     Parameters
     ----------
@@ -116,11 +116,11 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     points : (n, d) float array of ``K.xp``
     timers : Timers
     box : (lo, hi) float64 (d,) of the points, when already known
-    period : (d,) float64 box lengths of a periodic box, or None
 
     Returns
     -------
-    The kernel set's BVH, whose ``orig`` maps tree positions to input rows.
+    codes : (n,) uint64 array of ``K.xp``, sorted ascending (tree order)
+    perm : (n,) integer array of ``K.xp``, tree position -> input row
     """
     n, d = points.shape
     timers.start()
@@ -132,7 +132,30 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None):
     perm = K.sort_by_code(codes)
     codes = codes[perm]
     timers.stop("sort")
-    fine = refine_crowded_cells(K, points, codes, perm, bits)
+    return codes, perm
+
+
+def construct_bvh(K, points, timers: Timers, box=None, period=None, order=None):
+    """Morton codes, stable sort, finer codes in crowded cells, and the
+    radix tree with its boxes.
+
+    Parameters
+    ----------
+    K : kernel set
+    points : (n, d) float array of ``K.xp``
+    timers : Timers
+    box : (lo, hi) float64 (d,) of the points, when already known
+    period : (d,) float64 box lengths of a periodic box, or None
+    order : (codes, perm) from ``morton_order``, when already known
+
+    Returns
+    -------
+    The kernel set's BVH, whose ``orig`` maps tree positions to input rows.
+    """
+    n, d = points.shape
+    codes, perm = morton_order(K, points, timers, box) if order is None else order
+    timers.start()
+    fine = refine_crowded_cells(K, points, codes, perm, 63 // d)
     timers.stop("crowded_cells")
     bvh = K.build_bvh(points, codes, perm, period, fine=fine)
     timers.stop("build_hierarchy")
@@ -277,6 +300,15 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
     Returns
     -------
     BoruvkaResult
+
+    Notes
+    -----
+    For the Euclidean tree (``min_samples == 1``, no core distances, no
+    recorded picks) exact duplicates are collapsed first when at least the
+    fraction ``duplicates.min_fraction()`` of the rows are copies: the tree
+    of the distinct points plus each group's star from its smallest row,
+    the same tree edge for edge (``engine.duplicates``).  ``components``
+    then starts with n, the count before the copies joined.
     """
     xp = K.xp
     n, d = points.shape
@@ -293,7 +325,55 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         from ..kernels.cpu.cache import notice_if_cold
 
         notice_if_cold(dtype, d, progress)
-    bvh = construct_bvh(K, points, timers, box, period)
+    mrd = min_samples > 1 or core_distances2 is not None
+    record = hierarchy and hasattr(K, "start_hierarchy")
+    order = morton_order(K, points, timers, box)
+    if not (mrd or record):
+        timers.start()
+        dup = find_duplicates(K, points, *order)
+        if dup is not None and dup.copy.shape[0] >= min_fraction() * n:
+            kept = collapse(K, dup, *order, n)
+            del order
+            rows = kept.rows
+            m = rows.shape[0]
+            points = points[rows]  # the distinct points, ascending rows
+            timers.stop("duplicates")
+            if m > 1:  # (the codes go with the call: freed once the tree is built)
+                t = _tree(K, points, 1, None, box, period, timers, progress, False,
+                          kept.take_order())
+                src, dst, w2 = rows[t[0]], rows[t[1]], t[2]
+                iterations, components = t[4], [n] + t[5]
+                del t
+            else:
+                src = dst = xp.zeros(0, np.int64)
+                w2 = xp.zeros(0, dtype)
+                iterations, components = 0, [n, 1]
+            del kept, rows, points
+            timers.start()
+            src = xp.concatenate([src, dup.rep])
+            dst = xp.concatenate([dst, dup.copy])
+            w2 = xp.concatenate([w2, xp.zeros(dup.copy.shape[0], dtype)])
+            timers.stop("duplicates")
+            return BoruvkaResult(src, dst, w2, None, exponent, iterations, components,
+                                 dict(timers.seconds))
+        del dup
+        timers.stop("duplicates")
+    src, dst, w2, core_out, iterations, components, picks = _tree(
+        K, points, min_samples, core_distances2, box, period, timers, progress, record, order,
+        exponent)
+    return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
+                         dict(timers.seconds), picks)
+
+
+def _tree(K, points, min_samples, core_distances2, box, period, timers, progress, record,
+          order, exponent=0):
+    """``boruvka`` on the scaled cloud from the Morton order on: (source,
+    target, w2, core2 in input order or None, iterations, components, picks)."""
+    xp = K.xp
+    n = points.shape[0]
+    dtype = points.dtype
+    bvh = construct_bvh(K, points, timers, box, period, order=order)
+    del order
     mrd = min_samples > 1 or core_distances2 is not None
     if core_distances2 is not None:
         core2 = ldexp(K, core_distances2, 2 * exponent, dtype)[bvh.orig]
@@ -308,7 +388,6 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
 
     timers.start()
     state = K.init_boruvka(bvh, core2, mrd)
-    record = hierarchy and hasattr(K, "start_hierarchy")
     if record:
         K.start_hierarchy(bvh, state)
     timers.stop("init_boruvka")
@@ -352,8 +431,7 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         core_out[bvh.orig] = core2
     else:
         core_out = None
-    return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
-                         dict(timers.seconds), picks)
+    return src, dst, w2, core_out, iterations, components, picks
 
 
 def core_distances2(K, points, min_samples: int, box_size=None):
