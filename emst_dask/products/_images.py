@@ -16,7 +16,9 @@ the device does (``products.fof.image_shifts_xp``), in parallel:
 ``nearest_image_shifts`` moves every member to its image nearest the
 group's smallest row, ``disagreeing_edges`` finds the edges that this
 does not put at their nearest image (groups wider than half the box), and
-only those groups are walked.
+in those groups ``piece_roots`` joins the parts whose edges agree, so that
+only the few edges between them are walked (``unwrap._join_pieces``).
+``image_shifts`` stays as the reference the tests compare with.
 """
 from __future__ import annotations
 
@@ -148,3 +150,48 @@ def disagreeing_edges(source, target, weight, b, keep, points, box, shift):
             if shift[u, j] - shift[v, j] != t:
                 out[e] = True
     return out
+
+
+@njit(cache=True)
+def _hook_pieces(source, target, weight, b, keep, wide, raw, bad, parent):
+    """Join the ends of every edge of weight <= b in a wide group whose ends
+    already agree (not ``bad``): a union-find whose roots are the smallest
+    rows, so every piece is named by its smallest row."""
+    for e in range(source.shape[0]):
+        u = source[e]
+        if bad[e] or not (np.float64(weight[e]) <= b and keep[u] and wide[raw[u]]):
+            continue
+        x = u
+        while parent[x] != x:
+            g = parent[parent[x]]
+            parent[x] = g
+            x = g
+        y = target[e]
+        while parent[y] != y:
+            g = parent[parent[y]]
+            parent[y] = g
+            y = g
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+
+
+@njit(parallel=True, cache=True)
+def _roots_of(parent, rows):
+    out = np.empty(rows.shape[0], np.int64)
+    for q in prange(rows.shape[0]):
+        x = rows[q]
+        while parent[x] != x:
+            x = parent[x]
+        out[q] = x
+    return out
+
+
+def piece_roots(source, target, weight, b, keep, wide, raw, bad, rows):
+    """The pieces of the wide groups (``wide``: (C,) bool by raw group): the
+    components of their edges of weight <= b that join nearest images (not
+    ``bad``), read at ``rows``: (k,) int64, each one's smallest row."""
+    parent = np.arange(raw.shape[0], dtype=np.int64)
+    _hook_pieces(source, target, weight, np.float64(b), keep, wide, raw, bad, parent)
+    return _roots_of(parent, rows)
