@@ -156,7 +156,8 @@ def disagreeing_edges(source, target, weight, b, keep, points, box, shift):
 def _hook_pieces(source, target, weight, b, keep, wide, raw, bad, parent):
     """Join the ends of every edge of weight <= b in a wide group whose ends
     already agree (not ``bad``): a union-find whose roots are the smallest
-    rows, so every piece is named by its smallest row."""
+    rows, so every piece is named by its smallest row; on return every
+    point hangs from its root."""
     for e in range(source.shape[0]):
         u = source[e]
         if bad[e] or not (np.float64(weight[e]) <= b and keep[u] and wide[raw[u]]):
@@ -175,23 +176,42 @@ def _hook_pieces(source, target, weight, b, keep, wide, raw, bad, parent):
             parent[y] = x
         elif y < x:
             parent[x] = y
+    # every parent is a smaller row: in increasing order one step each
+    # hangs every point from its root
+    for i in range(parent.shape[0]):
+        parent[i] = parent[parent[i]]
+
+
+def piece_forest(source, target, weight, b, keep, wide, raw, bad, bu, bv):
+    """The pieces of the wide groups (``wide``: (C,) bool by raw group): the
+    components of their edges of weight <= b that join nearest images (not
+    ``bad``).  Returns each point's piece ((n,) int64, its smallest row; the
+    point itself outside the wide groups) and the piece of each of ``bu``
+    and ``bv``."""
+    parent = np.arange(raw.shape[0], dtype=np.int64)
+    _hook_pieces(source, target, weight, np.float64(b), keep, wide, raw, bad, parent)
+    return parent, parent[bu], parent[bv]
 
 
 @njit(parallel=True, cache=True)
-def _roots_of(parent, rows):
-    out = np.empty(rows.shape[0], np.int64)
-    for q in prange(rows.shape[0]):
-        x = rows[q]
-        while parent[x] != x:
-            x = parent[x]
-        out[q] = x
-    return out
-
-
-def piece_roots(source, target, weight, b, keep, wide, raw, bad, rows):
-    """The pieces of the wide groups (``wide``: (C,) bool by raw group): the
-    components of their edges of weight <= b that join nearest images (not
-    ``bad``), read at ``rows``: (k,) int64, each one's smallest row."""
-    parent = np.arange(raw.shape[0], dtype=np.int64)
-    _hook_pieces(source, target, weight, np.float64(b), keep, wide, raw, bad, parent)
-    return _roots_of(parent, rows)
+def add_piece_shifts(piece, keep, wide, raw, nodes, off, shift):
+    """Every kept point of a wide group moved by its piece's constant
+    (``piece``: (n,) int64 from ``piece_forest``; ``nodes``: (p,) int64
+    increasing pieces, ``off``: (p, d) int64), in place; one pass over the
+    points."""
+    n, d = shift.shape
+    p = nodes.shape[0]
+    for i in prange(n):
+        if not (keep[i] and wide[raw[i]]):
+            continue
+        x = piece[i]
+        lo, hi = 0, p
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if nodes[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < p and nodes[lo] == x:
+            for j in range(d):
+                shift[i, j] += off[lo, j]

@@ -107,30 +107,41 @@ def _piece_roots_xp(xp, u, v, join, n, rows):
     return label[rows]
 
 
-def _join_pieces(xp, shift, points, box, bu, bv, members, roots):
-    """Unwrap the wide groups from their pieces, in place.
+def _piece_offsets(xp, shift, points, box, bu, bv, ru, rv):
+    """The constant each piece of a wide group is moved by.
 
     A *piece* is a component of a group's edges that already join nearest
     images under ``shift`` (each member at its image nearest the group's
     smallest row): along its edges the walk changes nothing, so walked
     shifts are ``shift`` plus one constant per piece.  The constants come
     from the few edges between pieces (``bu``, ``bv``: (q,) int64, the
-    edges that disagree): a walk of the small graph of pieces
-    (``_hooked_shifts``), each group's constants relative to its piece of
-    smallest row, which holds the group's smallest row (shift 0).
+    edges that disagree; ``ru``, ``rv``: the smallest row of their ends'
+    pieces): a walk of the small graph of pieces (``_hooked_shifts``), each
+    group's constants relative to its piece of smallest row, which holds
+    the group's smallest row (shift 0).
 
-    ``members`` : (k,) int64, the points of the wide groups, followed by
-    ``bu`` and ``bv``; ``roots`` : (k + 2q,) int64, the smallest row of
-    each one's piece, in the same order.
+    Returns
+    -------
+    nodes : (p,) int64, increasing, the pieces (by smallest row) that meet
+        an edge between pieces (every piece of a wide group does).
+    off : (p, d) int64, their constants.
     """
-    q, k = bu.shape[0], members.shape[0]
-    ru, rv = roots[k:k + q], roots[k + q:]
     t = _edge_images(xp, points, bu, bv, box) - (shift[bu] - shift[bv])
     nodes = xp.unique(xp.concatenate([ru, rv]))
     off = _hooked_shifts(xp, xp.searchsorted(nodes, ru), xp.searchsorted(nodes, rv), t,
                          int(nodes.shape[0]))
+    return nodes, off
+
+
+def _join_pieces(xp, shift, points, box, bu, bv, members, roots):
+    """Unwrap the wide groups from their pieces (``_piece_offsets``), in
+    place: ``members`` (k,) int64, the points of the wide groups, followed
+    by ``bu`` and ``bv``; ``roots`` (k + 2q,) int64, the smallest row of
+    each one's piece, in the same order."""
+    q, k = bu.shape[0], members.shape[0]
+    nodes, off = _piece_offsets(xp, shift, points, box, bu, bv, roots[k:k + q], roots[k + q:])
     at = xp.minimum(xp.searchsorted(nodes, roots[:k]), nodes.shape[0] - 1)
-    found = nodes[at] == roots[:k]  # (every piece meets an edge between pieces)
+    found = nodes[at] == roots[:k]
     shift[members] += xp.where(found[:, None], off[at], 0)
 
 
@@ -192,7 +203,7 @@ def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
     edge disagrees their pieces joined by a union-find (sequential, no
     shifts carried) and the edges between pieces walked (``_join_pieces``).
     Same arguments and result."""
-    from ._images import disagreeing_edges, nearest_image_shifts, piece_roots
+    from ._images import add_piece_shifts, disagreeing_edges, nearest_image_shifts, piece_forest
 
     n = points.shape[0]
     if n == 0:
@@ -207,11 +218,10 @@ def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
     if where.shape[0]:
         wide = np.zeros(int(raw.max()) + 1, bool)
         wide[raw[source[where]]] = True
-        members = np.flatnonzero(wide[raw] & keep)
         bu, bv = source[where], target[where]
-        roots = piece_roots(source, target, weight, b, keep, wide, raw, bad,
-                            np.concatenate([members, bu, bv]))
-        _join_pieces(np, shift, points, box, bu, bv, members, roots)
+        parent, ru, rv = piece_forest(source, target, weight, b, keep, wide, raw, bad, bu, bv)
+        nodes, off = _piece_offsets(np, shift, points, box, bu, bv, ru, rv)
+        add_piece_shifts(parent, keep, wide, raw, nodes, off, shift)
     return shift
 
 
