@@ -156,7 +156,9 @@ class SpanningTree:
         -------
         emst_dask.products.statistics.MSTStatistics
         """
-        from .products.statistics import check_box_size, check_points, mst_statistics
+        from .products.order import check_edges
+        from .products.statistics import (check_box_size, check_points,
+                                          statistics_of_checked)
         from .products.tree_checks import check_same_box, check_weights_of
 
         shape = getattr(points, "shape", np.shape(points) if points is not None else ())
@@ -170,12 +172,11 @@ class SpanningTree:
         box = check_box_size(box_size, self.n_dims or cols)
         # an open tree may be measured in a box; a periodic one only in its own
         check_same_box(self, box, None if box is None else box.size, open_tree_ok=True)
-        if points is not None:
-            xp = np if isinstance(self.source, np.ndarray) else _cupy()
+        xp, s, t, w = check_edges(self.source, self.target, self.weight, self.n_points)
+        if points is not None:  # checked once, here (and the tree's weights against them)
             points = check_points(xp, points, self.n_points, box)
             check_weights_of(self, points, box if own is not None else None)
-        return mst_statistics(self.source, self.target, self.weight, self.n_points,
-                              points=points, box_size=box_size)
+        return statistics_of_checked(xp, s, t, w, self.n_points, points, box)
 
     def __repr__(self) -> str:
         return (f"SpanningTree(n_points={self.n_points}, n_dims={self.n_dims}, "

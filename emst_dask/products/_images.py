@@ -16,7 +16,9 @@ the device does (``products.unwrap.image_shifts_xp``), in parallel:
 ``nearest_image_shifts`` moves every member to its image nearest the
 group's smallest row, ``disagreeing_edges`` finds the edges that this
 does not put at their nearest image (groups wider than half the box), and
-only those groups are walked.
+in those groups ``piece_roots`` joins the parts whose edges agree, so that
+only the few edges between them are walked (``unwrap._join_pieces``).
+``image_shifts`` stays as the reference the tests compare with.
 """
 from __future__ import annotations
 
@@ -148,3 +150,68 @@ def disagreeing_edges(source, target, weight, b, keep, points, box, shift):
             if shift[u, j] - shift[v, j] != t:
                 out[e] = True
     return out
+
+
+@njit(cache=True)
+def _hook_pieces(source, target, weight, b, keep, wide, raw, bad, parent):
+    """Join the ends of every edge of weight <= b in a wide group whose ends
+    already agree (not ``bad``): a union-find whose roots are the smallest
+    rows, so every piece is named by its smallest row; on return every
+    point hangs from its root."""
+    for e in range(source.shape[0]):
+        u = source[e]
+        if bad[e] or not (np.float64(weight[e]) <= b and keep[u] and wide[raw[u]]):
+            continue
+        x = u
+        while parent[x] != x:
+            g = parent[parent[x]]
+            parent[x] = g
+            x = g
+        y = target[e]
+        while parent[y] != y:
+            g = parent[parent[y]]
+            parent[y] = g
+            y = g
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+    # every parent is a smaller row: in increasing order one step each
+    # hangs every point from its root
+    for i in range(parent.shape[0]):
+        parent[i] = parent[parent[i]]
+
+
+def piece_forest(source, target, weight, b, keep, wide, raw, bad, bu, bv):
+    """The pieces of the wide groups (``wide``: (C,) bool by raw group): the
+    components of their edges of weight <= b that join nearest images (not
+    ``bad``).  Returns each point's piece ((n,) int64, its smallest row; the
+    point itself outside the wide groups) and the piece of each of ``bu``
+    and ``bv``."""
+    parent = np.arange(raw.shape[0], dtype=np.int64)
+    _hook_pieces(source, target, weight, np.float64(b), keep, wide, raw, bad, parent)
+    return parent, parent[bu], parent[bv]
+
+
+@njit(parallel=True, cache=True)
+def add_piece_shifts(piece, keep, wide, raw, nodes, off, shift):
+    """Every kept point of a wide group moved by its piece's constant
+    (``piece``: (n,) int64 from ``piece_forest``; ``nodes``: (p,) int64
+    increasing pieces, ``off``: (p, d) int64), in place; one pass over the
+    points."""
+    n, d = shift.shape
+    p = nodes.shape[0]
+    for i in prange(n):
+        if not (keep[i] and wide[raw[i]]):
+            continue
+        x = piece[i]
+        lo, hi = 0, p
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if nodes[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < p and nodes[lo] == x:
+            for j in range(d):
+                shift[i, j] += off[lo, j]

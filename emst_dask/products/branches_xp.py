@@ -14,6 +14,8 @@ log2 of the branch lengths) work.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..arrays import scatter_max, scatter_min
 from ..errors import InputError
 
@@ -41,6 +43,10 @@ def branches_xp(xp, source, target, weight, n, points=None, box=None):
     InputError
         Edges on a cycle of degree-2 nodes (not a tree).
     """
+    if xp is not np:  # the same steps in fused kernels
+        from ..kernels.cuda.branches import branches_device
+
+        return branches_device(xp, source, target, weight, n, points, box)
     m = int(source.shape[0])
     degree = xp.bincount(xp.concatenate([source, target]), minlength=n).astype(xp.int64)
     ids = xp.arange(m, dtype=xp.int64)

@@ -20,11 +20,15 @@ makes a halo catalogue, on the host (numpy and numba) or on the device
    edges, each of weight <= b < L/2, the nearest image is the neighbour.
    Each member is first moved to its image nearest the group's smallest
    row, every edge is checked to join nearest images, and only the groups
-   where an edge does not (groups wider than half the box) are walked
-   along their edges: on the host by a union-find with potentials, on the
-   device by hooking and pointer jumping with shifts.  Both are exact: the
-   result is the unwrapping along the tree's edges, whatever the group's
-   extent.  Only the groups that can reach ``min_members`` are unwrapped.
+   where an edge does not (groups wider than half the box) are unwrapped
+   from their *pieces*: the parts joined by edges that already agree
+   (one union-find pass: sequential on the host, lock-free on the device)
+   are each moved as a whole, by a walk of the few edges between pieces.
+   Exact: the result is the unwrapping along the tree's edges, whatever
+   the group's extent; a group that wraps around the whole box (it
+   percolates) is unwrapped along its tree edges from its smallest row,
+   and its centre is the mean of its members so placed.  Only the groups
+   that can reach ``min_members`` are unwrapped.
 3. *catalogue*: per group the member count, the centre of mass (the mean
    of the unwrapped members, wrapped back into [0, L)) and the mean
    velocity; sums in float64 of the displacements from the group's

@@ -79,6 +79,11 @@ def check_edges(source, target, weight, n=None):
     s = xp.ascontiguousarray(s, dtype=xp.int64)
     t = xp.ascontiguousarray(t, dtype=xp.int64)
     w = xp.ascontiguousarray(w)
+    if w.shape[0] and xp is not np:
+        from ..kernels.cuda.input_checks import edges_ok
+
+        if edges_ok(s, t, w, n):  # one pass; the reductions below only for the message
+            return xp, s, t, w
     if w.shape[0]:
         if not bool(w.min() >= 0):  # also False for NaN
             raise InputError("edge weights must be >= 0 and not NaN")

@@ -94,16 +94,22 @@ def check_points(xp, points, n: int, box=None):
         raise InputError(f"points must hold real numbers; got {pts.dtype}")
     if pts.dtype not in (np.float32, np.float64):
         pts = pts.astype(np.float64)
+    if box is not None and box.shape[0] != pts.shape[1]:
+        raise InputError(f"box_size has {box.shape[0]} lengths for {pts.shape[1]}-D points")
+    pts = xp.ascontiguousarray(pts)
+    if xp is not np and n:
+        from ..kernels.cuda.input_checks import points_ok
+
+        if points_ok(pts, box):  # one pass; the checks below only for the message
+            return pts
     if n:
         bad = ~xp.isfinite(pts).all(axis=1)
         if bool(bad.any()):
             row = int(xp.flatnonzero(bad)[0])
             raise InputError(f"points row {row} is not finite: {_host(pts[row]).tolist()}")
     if box is not None:
-        if box.shape[0] != pts.shape[1]:
-            raise InputError(f"box_size has {box.shape[0]} lengths for {pts.shape[1]}-D points")
         check_in_box(pts, box)
-    return xp.ascontiguousarray(pts)
+    return pts
 
 
 # ----------------------------------------------------------------------------
@@ -338,10 +344,17 @@ def mst_statistics(source, target, weight, n, points=None, box_size=None) -> MST
     n = check_count(n)
     xp, s, t, w = check_edges(source, target, weight, n)
     pts, box = _checked_inputs(xp, points, box_size, n)
+    return statistics_of_checked(xp, s, t, w, n, pts, box)
+
+
+def statistics_of_checked(xp, s, t, w, n, points, box) -> MSTStatistics:
+    """``mst_statistics`` of checked input (``check_edges``' arrays,
+    ``check_points``' points or None, ``check_box_size``'s box or None):
+    what ``SpanningTree.statistics`` calls after its own checks."""
     if xp is np:
-        r = branches_host(s, t, w, n, pts, box)
+        r = branches_host(s, t, w, n, points, box)
     else:
-        r = branches_xp(xp, s, t, w, n, pts, box)
+        r = branches_xp(xp, s, t, w, n, points, box)
     return _assemble(xp, r, w, n, box)
 
 

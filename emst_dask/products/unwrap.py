@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import scatter_min, tally
+from ..arrays import jump_to_roots, scatter_min, tally
 from .order import array_module
 
 def smallest_rows(raw, C=None):
@@ -84,6 +84,67 @@ def _hooked_shifts(xp, u, v, t, p):
     return off
 
 
+def _piece_roots_xp(xp, u, v, join, n, rows):
+    """(k,) int64: the smallest row of the component of each of ``rows`` in
+    the graph of the edges (u, v) where ``join``: on CuPy one lock-free
+    union-find pass (``kernels.cuda.union_find.flagged_roots``); with numpy
+    hooking of larger labels under smaller ones and pointer jumping, rounds
+    until every edge agrees."""
+    if xp is not np:
+        from ..kernels.cuda.union_find import flagged_roots
+
+        return flagged_roots(xp.ascontiguousarray(u), xp.ascontiguousarray(v), join, n, rows)
+    label = np.arange(n, dtype=np.int64)
+    u, v = u[join], v[join]
+    while u.shape[0]:
+        lu, lv = label[u], label[v]
+        apart = lu != lv
+        if not apart.any():
+            break
+        u, v, lu, lv = u[apart], v[apart], lu[apart], lv[apart]
+        scatter_min(np, label, np.maximum(lu, lv), np.minimum(lu, lv))
+        label = jump_to_roots(np, label)
+    return label[rows]
+
+
+def _piece_offsets(xp, shift, points, box, bu, bv, ru, rv):
+    """The constant each piece of a wide group is moved by.
+
+    A *piece* is a component of a group's edges that already join nearest
+    images under ``shift`` (each member at its image nearest the group's
+    smallest row): along its edges the walk changes nothing, so walked
+    shifts are ``shift`` plus one constant per piece.  The constants come
+    from the few edges between pieces (``bu``, ``bv``: (q,) int64, the
+    edges that disagree; ``ru``, ``rv``: the smallest row of their ends'
+    pieces): a walk of the small graph of pieces (``_hooked_shifts``), each
+    group's constants relative to its piece of smallest row, which holds
+    the group's smallest row (shift 0).
+
+    Returns
+    -------
+    nodes : (p,) int64, increasing, the pieces (by smallest row) that meet
+        an edge between pieces (every piece of a wide group does).
+    off : (p, d) int64, their constants.
+    """
+    t = _edge_images(xp, points, bu, bv, box) - (shift[bu] - shift[bv])
+    nodes = xp.unique(xp.concatenate([ru, rv]))
+    off = _hooked_shifts(xp, xp.searchsorted(nodes, ru), xp.searchsorted(nodes, rv), t,
+                         int(nodes.shape[0]))
+    return nodes, off
+
+
+def _join_pieces(xp, shift, points, box, bu, bv, members, roots):
+    """Unwrap the wide groups from their pieces (``_piece_offsets``), in
+    place: ``members`` (k,) int64, the points of the wide groups, followed
+    by ``bu`` and ``bv``; ``roots`` (k + 2q,) int64, the smallest row of
+    each one's piece, in the same order."""
+    q, k = bu.shape[0], members.shape[0]
+    nodes, off = _piece_offsets(xp, shift, points, box, bu, bv, roots[k:k + q], roots[k + q:])
+    at = xp.minimum(xp.searchsorted(nodes, roots[:k]), nodes.shape[0] - 1)
+    found = nodes[at] == roots[:k]
+    shift[members] += xp.where(found[:, None], off[at], 0)
+
+
 def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
     """The device version of ``_images.image_shifts`` (whole-array).
 
@@ -102,7 +163,10 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
     (n, d) int64, equal to ``_images.image_shifts`` on the kept points:
     each moved to its image nearest the smallest row of its group, then
     the groups in which some edge does not join nearest images (wider than
-    half the box) unwrapped along their edges.
+    half the box) unwrapped along their edges from their pieces
+    (``_join_pieces``): one union-find pass over those groups' edges and a
+    walk of the few edges between pieces, so the cost does not grow with
+    the size of the widest group beyond that one pass.
     """
     n, d = points.shape
     shift = xp.zeros((n, d), xp.int64)
@@ -125,19 +189,21 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
         wide = xp.zeros(C, bool)
         wide[raw[u[bad]]] = True
         sel = wide[raw[u]]
-        u, v, t = u[sel], v[sel], t[sel]
-        nodes = xp.unique(xp.concatenate([u, v]))
-        cu, cv = xp.searchsorted(nodes, u), xp.searchsorted(nodes, v)
-        shift[nodes] = _hooked_shifts(xp, cu, cv, t, nodes.shape[0])
+        u, v, bad = u[sel], v[sel], bad[sel]
+        members = xp.flatnonzero(wide[raw] if keep is None else wide[raw] & keep)
+        bu, bv = u[bad], v[bad]
+        roots = _piece_roots_xp(xp, u, v, ~bad, n, xp.concatenate([members, bu, bv]))
+        _join_pieces(xp, shift, points, box, bu, bv, members, roots)
     return shift
 
 
 def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
     """``image_shifts_xp`` with numba kernels: nearest images to the smallest
-    row (parallel), the edges checked (parallel), and the union-find with
-    potentials (``_images.image_shifts``) on the groups where an edge
-    disagrees.  Same arguments and result."""
-    from ._images import disagreeing_edges, image_shifts, nearest_image_shifts
+    row (parallel), the edges checked (parallel), and on the groups where an
+    edge disagrees their pieces joined by a union-find (sequential, no
+    shifts carried) and the edges between pieces walked (``_join_pieces``).
+    Same arguments and result."""
+    from ._images import add_piece_shifts, disagreeing_edges, nearest_image_shifts, piece_forest
 
     n = points.shape[0]
     if n == 0:
@@ -148,13 +214,14 @@ def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
     first = smallest_rows(raw)
     shift = nearest_image_shifts(points, rows, first[raw[rows]], box)
     bad = disagreeing_edges(source, target, weight, b, keep, points, box, shift)
-    if bad.any():
+    where = np.flatnonzero(bad)
+    if where.shape[0]:
         wide = np.zeros(int(raw.max()) + 1, bool)
-        wide[raw[source[bad]]] = True
-        sel = wide[raw[source]]
-        walked = image_shifts(source[sel], target[sel], weight[sel], points, box, b)
-        members = wide[raw]
-        shift[members] = walked[members]
+        wide[raw[source[where]]] = True
+        bu, bv = source[where], target[where]
+        parent, ru, rv = piece_forest(source, target, weight, b, keep, wide, raw, bad, bu, bv)
+        nodes, off = _piece_offsets(np, shift, points, box, bu, bv, ru, rv)
+        add_piece_shifts(parent, keep, wide, raw, nodes, off, shift)
     return shift
 
 

@@ -22,14 +22,26 @@ from .backend import THREADS, grid_stride_blocks
 MAX_LEVELS = 254
 
 
+def _code(name):
+    here = Path(__file__)
+    return here.with_name("union_find_core.cuh").read_text() + here.with_name(name).read_text()
+
+
 @functools.cache
 def _module():
     import cupy
 
-    code = Path(__file__).with_name("union_find.cu").read_text()
+    code = _code("union_find.cu")
     names = tuple(f"{k}<{t}>" for k in ("uf_edge_levels", "uf_hook_range")
                   for t in ("float", "double"))
     return cupy.RawModule(code=code, options=("-std=c++14",), name_expressions=names)
+
+
+@functools.cache
+def _pieces_module():
+    import cupy
+
+    return cupy.RawModule(code=_code("union_find_pieces.cu"), options=("-std=c++14",))
 
 
 def _kernel(name, weight=None):
@@ -100,3 +112,36 @@ def _read_groups(nodes, n, k, rows, out):
                          (nodes, np.int32(k), bits, ranks,
                           cupy.asarray(np.ascontiguousarray(rows, np.int64)), out,
                           np.int64(n), np.int64(words)))
+
+
+def flagged_roots(source, target, flag, n: int, rows):
+    """The components of the flagged edges, read at ``rows``.
+
+    Parameters
+    ----------
+    source, target : (m,) int64 cupy arrays, C-contiguous, in [0, n).
+    flag : (m,) bool cupy array: the edges to join.
+    n : int, the number of points.
+    rows : (k,) int64 cupy array, the points whose root is wanted.
+
+    Returns
+    -------
+    (k,) int64 cupy array: the smallest row of each one's component (one
+    lock-free union-find pass over the edges, one pass over ``rows``).
+    """
+    import cupy
+
+    m, k = int(source.shape[0]), int(rows.shape[0])
+    kernel = _pieces_module().get_function
+    nodes = cupy.empty(n, cupy.uint64)
+    kernel("uf_init")(grid_stride_blocks(n), (THREADS,), (nodes, np.int64(n)))
+    if m:
+        kernel("uf_hook_flagged")(grid_stride_blocks(m), (THREADS,),
+                                   (source, target, cupy.ascontiguousarray(flag, dtype=bool),
+                                    nodes, np.int64(m)))
+    out = cupy.empty(k, cupy.int64)
+    if k:
+        kernel("uf_roots_of")(grid_stride_blocks(k), (THREADS,),
+                               (nodes, cupy.ascontiguousarray(rows, dtype=cupy.int64), out,
+                                np.int64(k)))
+    return out
