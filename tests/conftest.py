@@ -67,3 +67,16 @@ def fake_cupy():
         pytest.skip("no C++ compiler for the emulated CUDA kernels")
     with installed(fake):
         yield fake
+
+
+@pytest.fixture(params=["emulated", pytest.param("cupy", marks=pytest.mark.gpu)])
+def device_xp(request):
+    """The device module a device path runs on: the emulated CuPy on any
+    machine, and CuPy itself on a GPU (``gpu``-marked, skipped without one)."""
+    if request.param == "emulated":
+        yield request.getfixturevalue("fake_cupy")
+        return
+    import cupy  # the gpu marker skips this parameter where there is no GPU
+
+    yield cupy
+

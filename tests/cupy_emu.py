@@ -250,3 +250,12 @@ def installed(fake):
         else:
             sys.modules["cupy"] = saved[0]
         backend.cupy = saved[1]
+
+
+def on_host(a):
+    """A device result (CuPy's or the emulator's) as a numpy array; ``None``
+    stays ``None``."""
+    if a is None:
+        return None
+    get = getattr(a, "get", None)
+    return get() if callable(get) else np.asarray(a)

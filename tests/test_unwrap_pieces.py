@@ -24,6 +24,7 @@ from emst_dask.products._images import image_shifts
 from emst_dask.products.cuts import fof_labels
 from emst_dask.products.unwrap import image_shifts_any, image_shifts_host, image_shifts_xp
 
+from cupy_emu import on_host
 from test_products_fof import periodic_tree
 
 sparse = pytest.importorskip("scipy.sparse")
@@ -197,21 +198,10 @@ def test_only_the_pieces_are_walked(monkeypatch):
         assert sizes and max(sizes) <= np.bincount(raw).max() // 10
 
 
-@pytest.fixture
-def fake_cupy():
-    from cupy_emu import emulated_cupy, installed
-
-    fake = emulated_cupy()
-    if fake is None:
-        pytest.skip("no C++ compiler for the emulated CUDA kernels")
-    with installed(fake):
-        yield fake
-
-
 @pytest.mark.parametrize("kind,seed", [("percolating", 1), ("band", 2)])
-def test_emulated_device_equals_host(fake_cupy, kind, seed):
-    """The device path (CuPy's calls on numpy, the union-find kernels built
-    with g++) gives the host's shifts bit for bit, with and without a
+def test_device_equals_host(device_xp, kind, seed):
+    """The device path (on a GPU, and emulated: CuPy's calls on numpy, the
+    union-find kernels built with g++) gives the host's shifts bit for bit, with and without a
     minimum size, and with the rows permuted."""
     n, b = 2400, 0.06 if kind == "percolating" else 0.03
     pts = slab_cloud(n, seed, kind == "percolating")
@@ -221,8 +211,8 @@ def test_emulated_device_equals_host(fake_cupy, kind, seed):
     for m in (1, 20):
         host = image_shifts_any(tree.source, tree.target, tree.weight, pts, box, b, raw, m)
         keep = None if m == 1 else (np.bincount(raw) >= m)[raw]
-        dev = image_shifts_xp(fake_cupy, tree.source, tree.target, tree.weight, pts,
-                              box, b, raw, keep)
+        dev = on_host(image_shifts_xp(device_xp, tree.source, tree.target, tree.weight,
+                                      pts, box, b, raw, keep))
         np.testing.assert_array_equal(dev, host)
         if m == 1:
             every = host
@@ -231,7 +221,7 @@ def test_emulated_device_equals_host(fake_cupy, kind, seed):
     s, t = inv[tree.source], inv[tree.target]
     raw_p = fof_labels(s, t, tree.weight, n, b)
     host_p = image_shifts_host(s, t, tree.weight, pts[perm], box, b, raw_p)
-    dev_p = image_shifts_xp(fake_cupy, s, t, tree.weight, pts[perm], box, b, raw_p)
+    dev_p = on_host(image_shifts_xp(device_xp, s, t, tree.weight, pts[perm], box, b, raw_p))
     np.testing.assert_array_equal(dev_p, host_p)
     # the same unwrapping: positions relative to each group's smallest row
     pos, pos_p = pts + every, pts[perm] + host_p
