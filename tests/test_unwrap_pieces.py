@@ -211,8 +211,10 @@ def test_device_equals_host(device_xp, kind, seed):
     for m in (1, 20):
         host = image_shifts_any(tree.source, tree.target, tree.weight, pts, box, b, raw, m)
         keep = None if m == 1 else (np.bincount(raw) >= m)[raw]
-        dev = on_host(image_shifts_xp(device_xp, tree.source, tree.target, tree.weight,
-                                      pts, box, b, raw, keep))
+        on = device_xp.asarray
+        dev = on_host(image_shifts_xp(device_xp, on(tree.source), on(tree.target),
+                                      on(tree.weight), on(pts), box, b, on(raw),
+                                      None if keep is None else on(keep)))
         np.testing.assert_array_equal(dev, host)
         if m == 1:
             every = host
@@ -221,7 +223,8 @@ def test_device_equals_host(device_xp, kind, seed):
     s, t = inv[tree.source], inv[tree.target]
     raw_p = fof_labels(s, t, tree.weight, n, b)
     host_p = image_shifts_host(s, t, tree.weight, pts[perm], box, b, raw_p)
-    dev_p = on_host(image_shifts_xp(device_xp, s, t, tree.weight, pts[perm], box, b, raw_p))
+    dev_p = on_host(image_shifts_xp(device_xp, on(s), on(t), on(tree.weight), on(pts[perm]),
+                                    box, b, on(raw_p)))
     np.testing.assert_array_equal(dev_p, host_p)
     # the same unwrapping: positions relative to each group's smallest row
     pos, pos_p = pts + every, pts[perm] + host_p

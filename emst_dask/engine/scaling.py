@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..arrays import to_host as _to_host
 from ..errors import InputError
 
 
@@ -249,7 +250,7 @@ def stays_normal(lo, hi, src, exponent: int, dtype) -> bool:
     return low >= out.minexp and high <= out.maxexp - 1
 
 
-def rescale_exact(xp, values, exponent: int, dtype, to_host=np.asarray):
+def rescale_exact(xp, values, exponent: int, dtype, to_host=_to_host):
     """``ldexp(values as float64, exponent)`` cast to ``dtype``, the host's
     bits: on ``xp``'s device when ``stays_normal`` shows it gives them (two
     small reductions decide), else on the host (a numpy array back).
@@ -276,7 +277,7 @@ def rescale_exact(xp, values, exponent: int, dtype, to_host=np.asarray):
         return np.ldexp(v, exponent).astype(dtype)
 
 
-def weights_exact(xp, w2, exponent: int, dtype, to_host=np.asarray):
+def weights_exact(xp, w2, exponent: int, dtype, to_host=_to_host):
     """``weights_from_squares`` of an array of ``xp``, the host's bits: on
     the device when every nonzero squared weight is normal (a square root
     of a normal value is normal and rounded to nearest) and the rescaling
