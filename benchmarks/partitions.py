@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 
+import dask.config
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import emst_dask  # noqa: E402
 from emst_dask import datasets  # noqa: E402
 from emst_dask import EmbeddedCluster  # noqa: E402
+from emst_dask.distributed.nccl import EXCHANGE_KEY  # noqa: E402
 from emst_dask.io.store_checks import first_cycle_edge  # noqa: E402
 
 
@@ -120,14 +122,17 @@ def make_chunked(snap, args) -> SnapshotRows:
 
 
 def parse_runs(spec, partitions):
-    """[(workers or None, "single" | P)]: ``--runs 1:single,1:1,2:2``; without
-    it the one-worker job and every P of ``--partitions`` on one cluster."""
+    """[(workers or None, "single" | P, shuffle)]: ``--runs 1:single,2:2,2:2@dask``
+    (``@dask`` or ``@nccl``: how the shuffle moves points; default the
+    library's choice); without it the one-worker job and every P of
+    ``--partitions`` on one cluster."""
     if not spec:
-        return [(None, "single")] + [(None, int(p)) for p in partitions.split(",")]
+        return [(None, "single", None)] + [(None, int(p), None) for p in partitions.split(",")]
     out = []
     for item in spec.split(","):
         w, mode = item.split(":")
-        out.append((int(w), mode if mode in ("single", "auto") else int(mode)))
+        mode, _, how = mode.partition("@")
+        out.append((int(w), mode if mode in ("single", "auto") else int(mode), how or None))
     return out
 
 
@@ -256,7 +261,16 @@ def main(argv=None):
     ap.add_argument("--dir", default=None, help="where the snapshot goes (default: a temp dir)")
     ap.add_argument("--machine", default=socket.gethostname())
     ap.add_argument("--out", default=None)
+    ap.add_argument("--log-phases", action="store_true",
+                    help="print each phase of a partitioned job as it ends (long runs)")
     args = ap.parse_args(argv)
+    if args.log_phases:
+        import logging
+
+        logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
+        for name in ("emst_dask.partitioned", "emst_dask.distributed.partitioned",
+                     "emst_dask.distributed.device_exchange"):
+            logging.getLogger(name).setLevel(logging.INFO)
 
     import zarr
 
@@ -321,7 +335,7 @@ def main(argv=None):
     store = os.path.join(tmp, "edges.zarr") if args.out_store else None
     # every run writes a new store: removing the last run's gigabytes is
     # not part of a job (overwrite=True would time it)
-    for W in sorted({w for w, _ in runs}, key=lambda w: (w is not None, w or 0)):
+    for W in sorted({w for w, _, _ in runs}, key=lambda w: (w is not None, w or 0)):
         cl_kw = {}
         if W:
             cl_kw["n_workers"] = W
@@ -341,7 +355,7 @@ def main(argv=None):
             # same kinds of job as the timed ones (a snapshot, an edge store:
             # the write path has kernels of its own)
             warm_up(cl, tmp, args, max(2, n_workers), store is not None)
-            for w, mode in runs:
+            for w, mode, how in runs:
                 if w != W:
                     continue
                 kw = dict(client=cl, min_samples=args.min_samples, backend=args.backend)
@@ -353,7 +367,8 @@ def main(argv=None):
                 from distributed import get_task_stream
 
                 source = persist(cl, snap, args.backend) if args.persisted else snap
-                with get_task_stream(client=cl) as stream:
+                with get_task_stream(client=cl) as stream, \
+                        dask.config.set({EXCHANGE_KEY: how or "auto"}):
                     t0 = time.perf_counter()
                     res = emst_dask.emst(source, **kw)
                     secs = time.perf_counter() - t0
@@ -365,7 +380,9 @@ def main(argv=None):
                     res.attrs.get("partitioned") if store else getattr(tree, "report", None))
                 rep = rep.as_dict() if hasattr(rep, "as_dict") else rep
                 row = dict(mode="single" if mode == "single" or rep is None else "partitioned",
-                           asked=mode, source="persisted dask array" if args.persisted
+                           asked=mode, shuffle_asked=how or "auto",
+                           shuffle_by=None if rep is None else rep.get("shuffle_by"),
+                           source="persisted dask array" if args.persisted
                            else "zarr snapshot",
                            partitions=1 if rep is None else rep["partitions"], workers=n_workers,
                            seconds=secs, output="edge store" if store else "client",
@@ -380,7 +397,8 @@ def main(argv=None):
                     row["report"] = rep
                 rows.append(row)
                 dump()
-                print(f"W={n_workers} {mode}: {secs:.2f} s, {check}"
+                print(f"W={n_workers} {mode}{'@' + how if how else ''}: {secs:.2f} s, "
+                      f"shuffle by {row['shuffle_by']}, {check}"
                       + (f", rounds {rep['rounds']}, moved "
                          f"{rep['total_bytes_moved'] / 1e6:.1f} MB {rep['bytes_moved']}, "
                          f"super-vertices {rep['n_super_vertices']}, seconds "

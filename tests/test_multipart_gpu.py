@@ -181,3 +181,35 @@ def test_edge_store_written_from_the_device(gpu_client, tmp_path, dtype, scale):
 
     for a, b in zip(by_edge(stored), by_edge(gathered)):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("box_size", [None, 1.0])
+def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
+    """Two GPU workers: the shuffle through NCCL (boxes assembled on the
+    devices, phase 2's shells taken from there) gives the one-box tree's
+    edges and the same bits of every weight as the shuffle through Dask."""
+    import dask.config
+
+    from emst_dask.distributed.nccl import EXCHANGE_KEY
+
+    if len(gpu_client.scheduler_info(n_workers=-1)["workers"]) < 2:
+        pytest.skip("needs two GPU workers")
+    pts = GENERATORS["halos"](300_000, 3, 7)
+    ref = emst(pts, backend="cpu", box_size=box_size)
+    trees = {}
+    for mode in ("nccl", "dask"):
+        with dask.config.set({EXCHANGE_KEY: mode}):
+            trees[mode] = emst(pts, client=gpu_client, partitions=4, box_size=box_size)
+        assert trees[mode].report.shuffle_by == mode
+        assert edge_set(trees[mode].source, trees[mode].target) == \
+            edge_set(ref.source, ref.target)
+    assert trees["nccl"].report.bytes_moved["shuffle"] > 0
+
+    def by_edge(t):
+        lo, hi = np.minimum(t.source, t.target), np.maximum(t.source, t.target)
+        o = np.lexsort([hi, lo])
+        return np.asarray(t.weight)[o]
+
+    np.testing.assert_array_equal(by_edge(trees["nccl"]).view(np.uint8),
+                                  by_edge(trees["dask"]).view(np.uint8))
+    assert np.isclose(trees["nccl"].total_weight, ref.total_weight, rtol=1e-6)

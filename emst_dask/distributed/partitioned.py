@@ -70,11 +70,12 @@ class DaskExecutor:
     Each box's tasks prefer its worker but may run elsewhere (if it dies,
     Dask recomputes what it held elsewhere)."""
 
-    def __init__(self, client, workers: list, token: str):
+    def __init__(self, client, workers: list, token: str, backend: str = "auto"):
         self.client = client
         self.places = list(workers)
         self.workers = len(workers)
         self.token = token
+        self.backend = backend
         self._n = 0
 
     def owner(self, box):
@@ -134,6 +135,13 @@ class DaskExecutor:
                 raise
             if not set(workers_of(self.client)) & set(self.places):
                 raise WorkerGone(", ".join(self.places))
+
+    def exchange(self, split, partitioning, frame, min_samples):
+        """See ``Executor.exchange``: NCCL between the workers' GPUs
+        (``device_exchange``) where they all have it, else None."""
+        from .device_exchange import device_exchange
+
+        return device_exchange(self, split, partitioning, frame, min_samples)
 
     def shuffle_bytes(self, split, boxes):
         """See ``Executor.shuffle_bytes``: pieces whose block and box no worker holds both of."""
@@ -317,10 +325,11 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
         tree.report = report
         return tree if output is None else write_output_small(client, output, tree, report,
                                                               src.describe())
-    ex = DaskExecutor(client, workers, token)
+    ex = DaskExecutor(client, workers, token, backend)
     blocks = read_blocks(client, src, workers, P, token)
     ex.wait(blocks)
     report.seconds["read"] = time.perf_counter() - t0
+    log.info("partitioned job (P=%d): read took %.2f s", P, report.seconds["read"])
     res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
                                max_rounds=max_rounds, period=period)
     del blocks
@@ -331,6 +340,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
         return gather_output(ex, res, output, src.describe(), sort_by_weight, t1)
     finally:
         report.seconds["output"] = time.perf_counter() - t1
+        log.info("partitioned job (P=%d): output took %.2f s", P, report.seconds["output"])
 
 
 def _backend_name(backend):

@@ -37,6 +37,7 @@ timer per phase goes to the job's ``PartitionReport``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -47,6 +48,8 @@ from ..errors import InputError
 from . import steps
 from .boxes import Partitioning, mean_spacing, recursive_coordinate_bisection
 from .report import PartitionReport
+
+log = logging.getLogger(__name__)
 
 #: rows sampled in all for the bisection
 SAMPLE_SIZE = 200_000
@@ -81,6 +84,12 @@ class Executor(Protocol):
         """Bytes of the pieces of ``split`` (one dict per block) that were
         made elsewhere than their box."""
 
+    def exchange(self, split: list, partitioning: Partitioning, frame, min_samples: int):
+        """(the boxes' handles assembled by the places' devices from
+        ``split`` in one exchange (``partitioned.exchange``), the bytes that
+        crossed, how they crossed); None where the executor has no such
+        exchange (the pieces then move one by one)."""
+
 
 @dataclass
 class Partitioned:
@@ -112,12 +121,15 @@ class Partitioned:
 
 @contextlib.contextmanager
 def phase(report: PartitionReport, name: str):
-    """Add the wall time of the block to ``report.seconds[name]``."""
+    """Add the wall time of the block to ``report.seconds[name]`` (and log
+    it at INFO level as it ends: a long job's progress)."""
     t0 = time.perf_counter()
     try:
         yield
     finally:
-        report.seconds[name] = report.seconds.get(name, 0.0) + time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        report.seconds[name] = report.seconds.get(name, 0.0) + dt
+        log.info("partitioned job (P=%d): %s took %.2f s", report.partitions, name, dt)
 
 
 def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_samples: int,
@@ -153,7 +165,7 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
     with phase(report, "partition"):
         partitioning, frame, exponent = split_into_boxes(ex, blocks, n, P, seed, period, dtype)
     with phase(report, "shuffle"):
-        boxes = shuffle(ex, blocks, partitioning, frame, exponent, report)
+        boxes = shuffle(ex, blocks, partitioning, frame, exponent, report, min_samples)
     del blocks  # their rows live on in the boxes (a lost box is recomputed)
     cores = None
     if min_samples > 1:
@@ -201,18 +213,26 @@ def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
 
 
 def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, exponent: int,
-            report: PartitionReport) -> list:
+            report: PartitionReport, min_samples: int = 1) -> list:
     """Every block taken to the frame (``frame`` dtype, times
-    ``2**exponent``) and split by box; each box assembled on its place."""
+    ``2**exponent``) and split by box; each box assembled on its place
+    (by one exchange between the places' devices where the executor has
+    one, else piece by piece)."""
     P = partitioning.n_boxes
     split = [ex.submit(steps.split_block, b, partitioning, np.dtype(frame).str, exponent,
                        name=f"split-{i}")
              for i, b in enumerate(blocks)]
+    moved = ex.exchange(split, partitioning, frame, min_samples)
+    if moved is not None:
+        boxes, report.bytes_moved["shuffle"], report.shuffle_by = moved
+        report.exchanges += 1
+        return boxes
     pieces = [[ex.item(s, k) for k in range(P)] for s in split]
     boxes = [ex.submit(steps.assemble_box, k, partitioning, *[p[k] for p in pieces], box=k,
                        name="box") for k in range(P)]
     ex.wait(boxes)
     report.bytes_moved["shuffle"] = ex.shuffle_bytes(split, boxes)
+    report.shuffle_by = "dask" if ex.workers else "none"
     report.exchanges += 1
     return boxes
 

@@ -289,6 +289,11 @@ def indices_at_most(values, bound: float) -> np.ndarray:
     return _indices_at_most(v, float(bound), _n_chunks(v.shape[0]))
 
 
+def shell_radius(radius: float) -> float:
+    """R with a little slack: it only adds candidates, never costs exactness."""
+    return radius * (1 + 1e-6) + 1e-300
+
+
 def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
     """For the points of box k: which go to which other box as ghosts.
 
@@ -316,7 +321,7 @@ def shell_and_ghosts(part: Partitioning, k: int, points, face, radius: float):
         {other box: int64 index array into ``points``}, boxes with none left
         out.
     """
-    r = radius * (1 + 1e-6) + 1e-300
+    r = shell_radius(radius)
     shell = indices_at_most(face, r)
     out = {}
     if shell.size == 0:

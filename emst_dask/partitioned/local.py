@@ -48,6 +48,10 @@ class LocalExecutor:
         """See ``Executor.wait``: everything is computed already."""
         pass
 
+    def exchange(self, split, partitioning, frame, min_samples):
+        """See ``Executor.exchange``: none in one process."""
+        return None
+
     def shuffle_bytes(self, split, boxes):
         """See ``Executor.shuffle_bytes``: block i counts as read on place ``i mod P``."""
         # block i is read on place i mod P, as the Dask driver spreads them

@@ -39,7 +39,8 @@ class BoxResult:
     certified: Edges          # final global MST edges (numpy or cupy arrays)
     uncertified: Edges        # the rest of MST(box): candidates (numpy)
     label_rows: np.ndarray    # (n_box,) int32/int64 box row of each point's root
-    gids: np.ndarray          # (n_box,) int64 the box's global ids (shared)
+    gids: np.ndarray          # (n_box,) int64 the box's global ids (shared;
+                              # on the device where the box was assembled there)
     max_local2: float         # longest squared edge of MST(box)
     n_super: int = 1          # distinct super-vertices
     seconds: dict = field(default_factory=dict)  # per step: engine (and
@@ -52,12 +53,17 @@ class BoxResult:
         if is_device_array(rows):
             import cupy
 
-            return self.gids[rows[cupy.asarray(idx)].get()]
+            at = rows[cupy.asarray(idx)]
+            if is_device_array(self.gids):
+                return self.gids[at].get()
+            return self.gids[at.get()]
         return self.gids[rows[idx]]
 
     @property
     def super_labels(self) -> np.ndarray:
         """(n_box,) int64 numpy super-vertex (a global id) of every point."""
+        if is_device_array(self.gids):
+            return to_host(self.gids[self.label_rows])
         return take(self.gids, to_host(self.label_rows))
 
 
@@ -66,8 +72,10 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     """Phase 1 on one box: certified edges, the rest of its MST, super-vertices.
 
     points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending
-    (so the engine's tie order on local indices is the global one).
-    face : (m,) float64 face distances (``face_distances``).
+    (so the engine's tie order on local indices is the global one); numpy,
+    or CuPy arrays of a box assembled on the device.
+    face : (m,) float64 face distances (``face_distances``), where the
+    points are.
     core : (m,) squared core distances (mutual reachability) or None.
     period : (d,) float64 lengths of a periodic box (minimum-image
     distances; a face on the global boundary counts in ``face``), or None.
@@ -82,10 +90,12 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     dt = points.dtype
     if m == 0:
         e = Edges.empty(dt)
-        return BoxResult(e, e, np.zeros(0, np.int32), np.asarray(gids, np.int64), 0.0, 0, {})
+        return BoxResult(e, e, np.zeros(0, np.int32), np.asarray(to_host(gids), np.int64),
+                         0.0, 0, {})
     if m == 1:
         e = Edges.empty(dt)
-        return BoxResult(e, e, np.zeros(1, np.int32), np.asarray(gids, np.int64), 0.0, 1, {})
+        return BoxResult(e, e, np.zeros(1, np.int32), np.asarray(to_host(gids), np.int64),
+                         0.0, 1, {})
     t0 = time.perf_counter()
     K = get_kernels(backend)
     xp = K.xp
@@ -96,7 +106,8 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     del pts  # the certificate's arrays take its place
     K.synchronize()
     t1 = time.perf_counter()
-    alone = not np.isfinite(face).any()  # shares no face: its MST is final
+    fxp = xp if is_device_array(face) else np
+    alone = not bool(fxp.isfinite(face).any())  # shares no face: its MST is final
     t_order = 0.0
     if alone:
         certified = None
@@ -134,7 +145,8 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     cert, rest, label_rows, max2 = box_edges(K, gids, s, t, w2s, certified, labels,
                                              res.exponent, dt)
     K.synchronize()  # the writer's copy streams do not wait for this one
-    out = BoxResult(cert, rest, label_rows, np.asarray(gids, np.int64), max2, n_super)
+    out = BoxResult(cert, rest, label_rows,
+                    gids if is_device_array(gids) else np.asarray(gids, np.int64), max2, n_super)
     out.seconds = {"engine": t1 - t0, "order": t_order, "certificate": t2 - t1 - t_order,
                    "edges": time.perf_counter() - t2,
                    **{f"engine.{k}": v for k, v in res.timings.items()}}
@@ -152,7 +164,8 @@ def box_edges(K, gids, s, t, w2s, certified, labels, exponent: int, dtype):
     Parameters
     ----------
     K : kernel set (``xp``, ``to_device``, ``to_host``)
-    gids : (m,) int64 numpy, the box's global ids, ascending
+    gids : (m,) int64, the box's global ids, ascending (numpy, or already
+        on the device)
     s, t : (m-1,) int64 of ``K.xp``, the box's MST edges in local rows
     w2s : (m-1,) float of ``K.xp``, their squared weights in the engine's
         frame (times ``2**exponent`` of the box's points)
@@ -171,7 +184,7 @@ def box_edges(K, gids, s, t, w2s, certified, labels, exponent: int, dtype):
     xp = K.xp
     m = labels.shape[0]
     z = np.zeros(0, np.int64)
-    gd = K.to_device(np.ascontiguousarray(gids, np.int64))
+    gd = gids if is_device_array(gids) else K.to_device(np.ascontiguousarray(gids, np.int64))
 
     def squares(w):  # the job's frame, the host's bits (``rescale_exact``)
         return rescale_exact(xp, w, -2 * exponent, dtype, K.to_host)

@@ -23,6 +23,10 @@ class PartitionReport:
         After phase 1.
     bytes_moved : dict
         Bytes sent between different places per step.
+    shuffle_by : str
+        How the shuffle moved the points: "dask" (Dask's comms, piece by
+        piece), "nccl" (one exchange between the workers' GPUs) or "none"
+        (in this process).
     seconds : dict
         Wall time per phase on the driver.
     boxes : list of dict
@@ -38,6 +42,7 @@ class PartitionReport:
     n_super_vertices: int = 0
     n_certified: int = 0
     bytes_moved: dict = field(default_factory=dict)
+    shuffle_by: str = "none"
     seconds: dict = field(default_factory=dict)
     boxes: list = field(default_factory=list)
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..arrays import to_host
+from ..arrays import is_device_array, to_host
 from ..engine import core_distances2
 from ..io.checks import check_exact_integers, check_finite, check_in_box
 from ..io.staging import default_threads
 from ..kernels import get_kernels, resolve_backend
 from .boxes import (Partitioning, assign_boxes, concat_rows, distance_to_box, face_distances,
-                    group_by_box, shell_and_ghosts)
+                    group_by_box, shell_and_ghosts, shell_radius)
 from .edges import Edges, minimum_spanning_forest
 from .phase1 import BoxResult, run_engine, solve_box
 
@@ -162,6 +162,11 @@ def piece_sizes(pieces: dict) -> dict:
     return {j: p.nbytes for j, p in pieces.items()}
 
 
+def piece_rows(pieces: dict) -> dict:
+    """{destination: rows} of a step's outgoing pieces."""
+    return {j: int(p.gids.shape[0]) for j, p in pieces.items()}
+
+
 def box_info(box: Box) -> dict:
     """Points and bytes of a box."""
     return dict(n=int(box.points.shape[0]), nbytes=int(box.points.nbytes + box.gids.nbytes))
@@ -252,12 +257,39 @@ def outgoing(box: Box, solved, partitioning: Partitioning, radius: float) -> dic
     """Box k's shell (under key k) and its ghosts for every other box,
     each point with its super-vertex."""
     res: BoxResult = solved[0]
-    shell, out = shell_and_ghosts(partitioning, box.k, box.points, box.face, radius)
+    points, gids, face = box.points, box.gids, box.face
+    if is_device_array(face):  # a box assembled on the device: its shell comes over
+        shell = device_shell(face, radius)
+        rows = xp_of(face).asarray(shell)
+        points, gids = to_host(points[rows]), to_host(gids[rows])
+        face = to_host(face[rows])
+        shell_local, out = shell_and_ghosts(partitioning, box.k, points, face, radius)
+        pieces = {box.k: shell_local}
+        pieces.update(out)
+        return {j: Piece(points[idx], gids[idx], res.super_labels_of(shell[idx]), None)
+                for j, idx in pieces.items()}
+    shell, out = shell_and_ghosts(partitioning, box.k, points, face, radius)
     pieces = {box.k: shell}
     pieces.update(out)
     core = box.core
-    return {j: Piece(box.points[idx], box.gids[idx], res.super_labels_of(idx),
+    return {j: Piece(points[idx], gids[idx], res.super_labels_of(idx),
                      None if core is None else core[idx]) for j, idx in pieces.items()}
+
+
+def device_shell(face, radius: float) -> np.ndarray:
+    """(s,) int64 numpy rows of a device box whose face distance is at most
+    R (with ``shell_and_ghosts``' slack): the shell, ascending."""
+    xp = xp_of(face)
+    return to_host(xp.flatnonzero(face <= shell_radius(radius))).astype(np.int64, copy=False)
+
+
+def xp_of(a):
+    """The array module of ``a`` (cupy for a device array, else numpy)."""
+    if is_device_array(a):
+        import cupy
+
+        return cupy
+    return np
 
 
 def connect(box: Box, solved, min_samples: int, backend: str, *pieces) -> Edges:

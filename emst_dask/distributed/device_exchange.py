@@ -1,0 +1,116 @@
+"""The partitioned job's shuffle through NCCL: the Dask side.
+
+When every worker of the job is a GPU worker with NCCL (``nccl``), the
+blocks' pieces do not travel through Dask's comms one by one: each worker
+runs one exchange task (``nccl.exchange_task``) that sends every other
+worker, device to device, the rows of its blocks that fall in that
+worker's boxes, and assembles its own boxes on its GPU.  The plan (rows
+per block and box, who holds which block) comes from the blocks' sizes
+and Dask's ``who_has``, so the tasks exchange only points and ids.
+
+Not taken (the pieces then move through Dask): the CPU backend, one
+worker, mutual reachability (its core distances run on host boxes), a
+worker without NCCL, or ``emst_dask.partitioned.exchange`` set to "dask".
+An exchange that fails (a worker gone, a timeout) is abandoned for the
+Dask shuffle of the same pieces.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from ..errors import InputError
+from ..partitioned import steps
+from ..partitioned.exchange import make_plan
+from . import nccl
+from .faults import refusing
+
+log = logging.getLogger(__name__)
+
+#: {(scheduler address, worker tuple): unique id} of the communicators made
+_UIDS: dict = {}
+_LOCK = threading.Lock()
+
+
+def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
+    """``Executor.exchange`` of a ``DaskExecutor``: (box handles, bytes
+    moved, "nccl"), or None where the exchange is not taken or failed.
+
+    Parameters
+    ----------
+    ex : DaskExecutor
+    split : list of futures of ``steps.split_block`` results, by block
+    partitioning : Partitioning
+    frame : the frame's dtype
+    min_samples : int
+    """
+    mode = nccl.exchange_mode()
+    if mode == "dask" or ex.workers < 2 or min_samples > 1 or ex.backend == "cpu":
+        return None
+    client, places = ex.client, list(ex.places)
+    try:
+        ready = client.run(nccl.ready, ex.backend, workers=places)
+    except Exception:  # a worker gone meanwhile: the Dask shuffle copes
+        return None
+    if not all(ready.get(w) for w in places):
+        if mode == "nccl":
+            log.warning("%s is 'nccl' but a worker has no GPU with NCCL: the shuffle goes "
+                        "through Dask", nccl.EXCHANGE_KEY)
+        return None
+    P = partitioning.n_boxes
+    rows = ex.gather([ex.submit(steps.piece_rows, s, name=f"rows-{i}")
+                      for i, s in enumerate(split)])
+    where = client.who_has(split)
+    rank = {w: r for r, w in enumerate(places)}
+    holders = [next((rank[w] for w in where.get(s.key, ()) if w in rank), None) for s in split]
+    if None in holders:
+        return None  # a block held outside the job's workers: let Dask move it
+    table = np.array([[r.get(k, 0) for k in range(P)] for r in rows], np.int64)
+    d = partitioning.lo.shape[1]
+    plan = make_plan(table, holders, [rank[ex.owner(k)] for k in range(P)], len(places), d,
+                     frame)
+    key = (client.scheduler.address, tuple(places))
+    done, boxes = [], []
+    try:
+        uid = _uid(client, key, places[0])
+        done += [client.submit(refusing(nccl.exchange_task), uid, plan, r, partitioning,
+                              *[split[i] for i in plan.blocks_of(r)],
+                              key=ex._key("exchange", r), workers=[places[r]],
+                              allow_other_workers=False, pure=False)
+                for r in range(len(places))]
+        boxes += [ex.item(done[plan.box_rank[k]], k, box=k) for k in range(P)]
+        ex.wait(boxes)
+    except InputError:
+        raise
+    except Exception as exc:
+        log.warning("the NCCL exchange failed (%s); the shuffle goes through Dask", exc)
+        client.cancel(done + boxes)
+        _forget(client, key, places)
+        return None
+    return boxes, plan.moved_bytes, "nccl"
+
+
+def _uid(client, key, first):
+    """The communicator id for ``key``'s workers, made on the first (rank 0)."""
+    with _LOCK:
+        uid = _UIDS.get(key)
+    if uid is None:
+        uid = client.submit(nccl.unique_id, workers=[first], allow_other_workers=False,
+                            pure=False).result()
+        with _LOCK:
+            _UIDS[key] = uid
+    return uid
+
+
+def _forget(client, key, places):
+    """Drop a failed communicator on the client and on the workers left."""
+    with _LOCK:
+        uid = _UIDS.pop(key, None)
+    if uid is None:
+        return
+    try:
+        client.run(nccl.forget, uid, workers=places, on_error="ignore")
+    except Exception:  # pragma: no cover - the workers may be gone
+        pass

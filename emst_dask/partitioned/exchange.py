@@ -1,0 +1,182 @@
+"""The shuffle as one exchange between the places' devices.
+
+The blocks are split by box where they were read (``steps.split_block``);
+then every place sends each other place, in one message, the rows of its
+blocks that fall in that place's boxes, and assembles its own boxes from
+what it received and what it kept, on its device.  The message layout is
+fixed by an ``ExchangePlan`` every place computes alike (rows per block
+and box, which place holds which block and which box), so only points and
+global ids move: no sizes, no headers.
+
+The communication itself is a ``comm`` with one method,
+``exchange(send, recv)``: ``send`` and ``recv`` map a peer's rank to a
+tuple of arrays, all sent and received at once (NCCL on GPU workers,
+``emst_dask.distributed.nccl``; threads and queues in the tests).  The
+boxes are those ``steps.assemble_box`` makes from the same pieces: the
+same rows in the same order (global ids ascending), the same face
+distances.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .boxes import Partitioning
+
+
+@dataclass(frozen=True)
+class ExchangePlan:
+    """Who holds what, and how many rows go where.
+
+    ranks : int, the places.
+    block_rank : (blocks,) rank holding each block's split.
+    box_rank : (P,) rank assembling each box.
+    rows : (blocks, P) int64, rows of block i that fall in box k.
+    d : int, coordinates; dtype : str, the frame's dtype.
+    """
+
+    ranks: int
+    block_rank: tuple
+    box_rank: tuple
+    rows: np.ndarray
+    d: int
+    dtype: str
+
+    def blocks_of(self, r: int) -> list:
+        """The blocks rank ``r`` holds, ascending (= by first row)."""
+        return [i for i, q in enumerate(self.block_rank) if q == r]
+
+    def boxes_of(self, r: int) -> list:
+        """The boxes rank ``r`` assembles, ascending."""
+        return [k for k, q in enumerate(self.box_rank) if q == r]
+
+    def rows_between(self, src: int, dst: int) -> int:
+        """Rows rank ``src`` sends rank ``dst`` (its own when equal)."""
+        bl, bx = self.blocks_of(src), self.boxes_of(dst)
+        return int(self.rows[np.ix_(bl, bx)].sum()) if bl and bx else 0
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes a row takes in a message: its coordinates and its int64 id."""
+        return self.d * np.dtype(self.dtype).itemsize + 8
+
+    @property
+    def moved_bytes(self) -> int:
+        """Bytes that cross between different ranks."""
+        return sum(self.rows_between(a, b) * self.row_bytes
+                   for a in range(self.ranks) for b in range(self.ranks) if a != b)
+
+
+def make_plan(rows, block_rank, box_rank, ranks: int, d: int, dtype) -> ExchangePlan:
+    """An ``ExchangePlan``, checked: every rank in [0, ranks)."""
+    rows = np.asarray(rows, np.int64).reshape(len(block_rank), len(box_rank))
+    for name, ranks_of in (("block", block_rank), ("box", box_rank)):
+        if any(not 0 <= int(q) < ranks for q in ranks_of):
+            raise ValueError(f"a {name} placed outside ranks 0..{ranks - 1}: {list(ranks_of)}")
+    return ExchangePlan(int(ranks), tuple(int(q) for q in block_rank),
+                        tuple(int(q) for q in box_rank), rows, int(d), np.dtype(dtype).str)
+
+
+def pack(plan: ExchangePlan, src: int, dst: int, splits: dict):
+    """(points (m, d), gids (m,) int64) host arrays of what rank ``src``
+    sends rank ``dst``: for each of ``src``'s blocks ascending, the pieces
+    of ``dst``'s boxes ascending.  ``splits``: {block: {box: Piece}}."""
+    from .boxes import concat_rows
+
+    parts = [splits[i][k] for i in plan.blocks_of(src) for k in plan.boxes_of(dst)]
+    parts = [p for p in parts if len(p.gids)]
+    if not parts:
+        return np.zeros((0, plan.d), plan.dtype), np.zeros(0, np.int64)
+    return (concat_rows([p.points for p in parts]).astype(plan.dtype, copy=False),
+            concat_rows([p.gids for p in parts]).astype(np.int64, copy=False))
+
+
+def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitioning, xp):
+    """{box: Box} of rank ``r`` from ``received`` ({src rank: (points,
+    gids)} laid out as ``pack`` lays them, ``r``'s own part included), on
+    ``xp``'s device: each box's pieces in block order, so its global ids
+    ascend, as ``steps.assemble_box`` orders them."""
+    from .steps import Box
+
+    mine = plan.boxes_of(r)
+    slices = {k: [] for k in mine}  # box -> [(block, src, start, stop)]
+    for q in range(plan.ranks):
+        at = 0
+        for i in plan.blocks_of(q):
+            for k in mine:
+                m = int(plan.rows[i, k])
+                if m:
+                    slices[k].append((i, q, at, at + m))
+                at += m
+    boxes = {}
+    for k in mine:
+        parts = sorted(slices[k])
+        if parts:
+            pts = xp.concatenate([received[q][0][a:b] for _, q, a, b in parts])
+            ids = xp.concatenate([received[q][1][a:b] for _, q, a, b in parts])
+        else:
+            pts, ids = xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)
+        boxes[k] = Box(k, pts, ids, face_distances_xp(xp, partitioning, k, pts),
+                       period=partitioning.period)
+    return boxes
+
+
+def exchange_boxes(comm, plan: ExchangePlan, r: int, splits: dict, partitioning: Partitioning,
+                   xp=np, to_device=np.asarray) -> dict:
+    """Rank ``r``'s part of the shuffle: pack, send and receive at once,
+    assemble.
+
+    Parameters
+    ----------
+    comm : an object with ``exchange(send, recv)`` ({rank: arrays} each)
+    plan : ExchangePlan
+    r : int, this rank
+    splits : {block: {box: Piece}} of the blocks ``r`` holds
+    partitioning : Partitioning
+    xp : the array module of the device (numpy or cupy)
+    to_device : copies a host array to that device
+
+    Returns
+    -------
+    {box: Box} of the boxes ``r`` assembles, their arrays of ``xp``.
+    """
+    send, recv = {}, {}
+    for q in range(plan.ranks):
+        if q == r:
+            continue
+        out = pack(plan, r, q, splits)
+        if len(out[1]):
+            send[q] = tuple(to_device(a) for a in out)
+        m = plan.rows_between(q, r)
+        if m:
+            recv[q] = (xp.empty((m, plan.d), plan.dtype), xp.empty(m, xp.int64))
+    own = pack(plan, r, r, splits)
+    received = {r: tuple(to_device(a) for a in own)}
+    comm.exchange(send, recv)
+    received.update(recv)
+    for q in range(plan.ranks):
+        received.setdefault(q, (xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)))
+    return unpack(plan, r, received, partitioning, xp)
+
+
+def face_distances_xp(xp, part: Partitioning, k: int, points):
+    """``boxes.face_distances`` on ``xp``'s arrays: the same float64
+    operations, so the same bits."""
+    from .boxes import face_distances
+
+    if xp is np:
+        return face_distances(part, k, points)
+    lo, hi = part.lo[k], part.hi[k]
+    use_lo, use_hi = lo > part.global_lo, hi < part.global_hi
+    if part.period is not None:
+        use_lo, use_hi = use_lo | use_hi, use_lo | use_hi
+    out = xp.full(points.shape[0], np.inf, xp.float64)
+    for a in range(points.shape[1]):
+        if use_lo[a] or use_hi[a]:
+            x = points[:, a].astype(xp.float64)
+            if use_lo[a]:
+                xp.minimum(out, x - float(lo[a]), out=out)
+            if use_hi[a]:
+                xp.minimum(out, float(hi[a]) - x, out=out)
+    return xp.maximum(out, 0.0)

@@ -1,0 +1,142 @@
+"""The shuffle as one exchange (``partitioned.exchange``): every rank packs
+what it sends, all ranks send and receive at once, each assembles its
+boxes.  Run here with threads and queues standing in for NCCL: the boxes
+equal those ``steps.assemble_box`` makes from the same pieces (rows, ids,
+face distances bit for bit), for any placement of blocks and boxes on
+ranks, ranks holding no block or no box included."""
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+import pytest
+
+from emst_dask.datasets import GENERATORS
+from emst_dask.partitioned import steps
+from emst_dask.partitioned.boxes import choose_partitioning
+from emst_dask.partitioned.exchange import (exchange_boxes, face_distances_xp, make_plan,
+                                            pack)
+from emst_dask.partitioned.boxes import face_distances
+
+
+class ThreadComm:
+    """One rank of a communicator of threads: a queue per (sender, receiver)."""
+
+    def __init__(self, rank, queues):
+        self.rank, self.queues = rank, queues
+
+    def exchange(self, send, recv):
+        for q, arrays in send.items():
+            self.queues[self.rank, q].put([np.array(a, copy=True) for a in arrays])
+        for q, arrays in recv.items():
+            got = self.queues[q, self.rank].get(timeout=30)
+            assert len(got) == len(arrays)
+            for dst, src in zip(arrays, got):
+                assert dst.shape == src.shape and dst.dtype == src.dtype
+                dst[...] = src
+
+
+def run_exchange(splits, part, block_rank, box_rank, ranks):
+    P = part.n_boxes
+    rows = [[len(s[k].gids) for k in range(P)] for s in splits]
+    d = part.lo.shape[1]
+    frame = splits[0][0].points.dtype
+    plan = make_plan(rows, block_rank, box_rank, ranks, d, frame)
+    queues = {(a, b): queue.Queue() for a in range(ranks) for b in range(ranks)}
+    out, errors = {}, []
+
+    def rank_main(r):
+        try:
+            mine = {i: splits[i] for i in plan.blocks_of(r)}
+            out.update(exchange_boxes(ThreadComm(r, queues), plan, r, mine, part))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return plan, out
+
+
+def split_cloud(pts, P, blocks, exponent=0):
+    part = choose_partitioning(pts, P)
+    cuts = np.linspace(0, len(pts), blocks + 1).astype(int)
+    splits = [steps.split_block(steps.Block(int(a), pts[a:b]), part, pts.dtype.str, exponent)
+              for a, b in zip(cuts[:-1], cuts[1:])]
+    return part, splits
+
+
+@pytest.mark.parametrize("P,blocks,ranks", [(2, 4, 2), (3, 5, 2), (5, 7, 3), (4, 3, 4),
+                                            (2, 1, 3)])
+@pytest.mark.parametrize("cloud", ["halos", "lattice"])
+def test_exchanged_boxes_equal_assembled_boxes(P, blocks, ranks, cloud):
+    rng = np.random.default_rng(P * 10 + blocks)
+    if cloud == "halos":
+        pts = GENERATORS["halos"](20_000, 3, P)
+    else:  # ties and duplicates
+        pts = rng.integers(0, 9, (12_000, 2)).astype(np.float64)
+    part, splits = split_cloud(pts, P, blocks)
+    # blocks on arbitrary ranks (some rank may hold none), boxes round robin
+    block_rank = rng.integers(0, ranks, blocks).tolist()
+    box_rank = [k % ranks for k in range(P)]
+    plan, boxes = run_exchange(splits, part, block_rank, box_rank, ranks)
+    assert sorted(boxes) == list(range(P))
+    for k in range(P):
+        want = steps.assemble_box(k, part, *[s[k] for s in splits])
+        got = boxes[k]
+        np.testing.assert_array_equal(got.gids, want.gids)
+        assert got.points.dtype == want.points.dtype
+        np.testing.assert_array_equal(got.points.view(np.uint8), want.points.view(np.uint8))
+        np.testing.assert_array_equal(got.face.view(np.uint8), want.face.view(np.uint8))
+        assert np.all(np.diff(got.gids) > 0)
+    # every row is in exactly one box
+    every = np.sort(np.concatenate([boxes[k].gids for k in range(P)]))
+    np.testing.assert_array_equal(every, np.arange(len(pts)))
+    # what crossed: the rows whose block and box sit on different ranks
+    cross = sum(len(splits[i][k].gids) for i in range(blocks) for k in range(P)
+                if block_rank[i] != box_rank[k])
+    assert plan.moved_bytes == cross * plan.row_bytes
+
+
+def test_packing_follows_the_plan():
+    pts = GENERATORS["uniform"](5000, 3, 1).astype(np.float64)
+    part, splits = split_cloud(pts, 3, 4)
+    rows = [[len(s[k].gids) for k in range(3)] for s in splits]
+    plan = make_plan(rows, [0, 1, 0, 1], [1, 0, 1], 2, 3, np.float64)
+    p, g = pack(plan, 0, 1, {i: splits[i] for i in (0, 2)})
+    want = np.concatenate([splits[i][k].gids for i in (0, 2) for k in (0, 2)])
+    np.testing.assert_array_equal(g, want)
+    assert p.shape == (plan.rows_between(0, 1), 3)
+    assert plan.rows_between(0, 1) + plan.rows_between(0, 0) + plan.rows_between(1, 0) \
+        + plan.rows_between(1, 1) == len(pts)
+
+
+def test_plan_refuses_a_rank_outside():
+    with pytest.raises(ValueError, match="outside ranks"):
+        make_plan([[1, 2]], [2], [0, 1], 2, 3, np.float32)
+    with pytest.raises(ValueError, match="box placed outside"):
+        make_plan([[1, 2]], [0], [0, -1], 2, 3, np.float32)
+
+
+@pytest.mark.parametrize("period", [None, 1.0])
+def test_face_distances_on_any_array_module(period):
+    """The array-module version has the numba version's bits (here on a
+    stand-in module other than numpy: the same operations)."""
+    class OtherNumpy:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+    pts = GENERATORS["halos"](30_000, 3, 2)
+    part = choose_partitioning(pts.astype(np.float64), 5)
+    if period is not None:
+        from dataclasses import replace
+
+        part = replace(part, period=np.full(3, period))
+    for k in range(5):
+        want = face_distances(part, k, pts)
+        got = face_distances_xp(OtherNumpy(), part, k, pts)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
