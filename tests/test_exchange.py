@@ -140,3 +140,60 @@ def test_face_distances_on_any_array_module(period):
         want = face_distances(part, k, pts)
         got = face_distances_xp(OtherNumpy(), part, k, pts)
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+# ---------------------------------------------------------------------------
+# the Dask side (``distributed.device_exchange``), with the threads' comm
+# standing in for NCCL on in-process workers
+# ---------------------------------------------------------------------------
+_QUEUES: dict = {}
+_FAIL_RANK: list = []
+
+
+def _threads_exchange_task(uid, timeout, plan, rank, partitioning, *splits):
+    from emst_dask.distributed.nccl import ExchangeFailed
+
+    if rank in _FAIL_RANK:
+        raise ExchangeFailed(f"rank {rank} stands in for a worker gone")
+    queues = _QUEUES.setdefault(uid, {(a, b): queue.Queue() for a in range(plan.ranks)
+                                      for b in range(plan.ranks)})
+    mine = dict(zip(plan.blocks_of(rank), splits))
+    return exchange_boxes(ThreadComm(rank, queues), plan, rank, mine, partitioning)
+
+
+@pytest.fixture
+def threads_client(monkeypatch):
+    from distributed import Client, LocalCluster
+
+    from emst_dask.distributed import device_exchange, nccl
+
+    ids = iter(range(10**6))
+    monkeypatch.setattr(nccl, "ready", lambda backend: True)
+    monkeypatch.setattr(nccl, "unique_id", lambda: f"threads-{next(ids)}".encode())
+    monkeypatch.setattr(nccl, "exchange_task", _threads_exchange_task)
+    monkeypatch.setattr(device_exchange, "_UIDS", {})
+    with LocalCluster(n_workers=3, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+    _QUEUES.clear()
+    _FAIL_RANK.clear()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_dask_driver_of_the_exchange(threads_client, fail):
+    """Blocks read on three workers, four boxes: the exchange's plan from
+    Dask's placement gives the one-box tree; a rank that fails makes the
+    job shuffle through Dask instead, with the same tree."""
+    from emst_dask import emst
+    from oracle import check_spanning_tree, edge_set
+
+    if fail:
+        _FAIL_RANK.append(1)
+    pts = GENERATORS["halos"](6_000, 3, 5)   # the oracle is quadratic
+    ref = emst(pts, backend="cpu")
+    tree = emst(pts, client=threads_client, partitions=4)
+    assert tree.report.shuffle_by == ("dask" if fail else "nccl")
+    assert tree.report.bytes_moved["shuffle"] > 0
+    check_spanning_tree(tree, pts)
+    assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
+    np.testing.assert_allclose(tree.total_weight, ref.total_weight, rtol=1e-9)

@@ -190,7 +190,7 @@ def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
     edges and the same bits of every weight as the shuffle through Dask."""
     import dask.config
 
-    from emst_dask.distributed.nccl import EXCHANGE_KEY
+    from emst_dask.distributed.nccl import EXCHANGE_KEY, TIMEOUT_KEY
 
     if len(gpu_client.scheduler_info(n_workers=-1)["workers"]) < 2:
         pytest.skip("needs two GPU workers")
@@ -198,7 +198,7 @@ def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
     ref = emst(pts, backend="cpu", box_size=box_size)
     trees = {}
     for mode in ("nccl", "dask"):
-        with dask.config.set({EXCHANGE_KEY: mode}):
+        with dask.config.set({EXCHANGE_KEY: mode, TIMEOUT_KEY: 30}):
             trees[mode] = emst(pts, client=gpu_client, partitions=4, box_size=box_size)
         assert trees[mode].report.shuffle_by == mode
         assert edge_set(trees[mode].source, trees[mode].target) == \

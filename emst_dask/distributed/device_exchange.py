@@ -75,11 +75,12 @@ def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
     done, boxes = [], []
     try:
         uid = _uid(client, key, places[0])
-        done += [client.submit(refusing(nccl.exchange_task), uid, plan, r, partitioning,
-                              *[split[i] for i in plan.blocks_of(r)],
-                              key=ex._key("exchange", r), workers=[places[r]],
-                              allow_other_workers=False, pure=False)
-                for r in range(len(places))]
+        wait_s = nccl.timeout_s()
+        done += [client.submit(refusing(nccl.exchange_task), uid, wait_s, plan, r,
+                               partitioning, *[split[i] for i in plan.blocks_of(r)],
+                               key=ex._key("exchange", r), workers=[places[r]],
+                               allow_other_workers=False, pure=False)
+                 for r in range(len(places))]
         boxes += [ex.item(done[plan.box_rank[k]], k, box=k) for k in range(P)]
         ex.wait(boxes)
     except InputError:

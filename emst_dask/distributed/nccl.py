@@ -72,11 +72,11 @@ def ready(backend) -> bool:
     return resolve_backend(backend or "auto") == "cuda" and available()
 
 
-def unique_id() -> tuple:
+def unique_id():
     """A new communicator's id (made on rank 0: it names its address)."""
     from cupy.cuda import nccl
 
-    return tuple(nccl.get_unique_id())
+    return nccl.get_unique_id()
 
 
 class Communicator:
@@ -84,7 +84,7 @@ class Communicator:
 
     Parameters
     ----------
-    uid : tuple, from ``unique_id``
+    uid : the id ``unique_id`` made
     ranks, rank : int
     timeout : float, seconds
     """
@@ -157,12 +157,12 @@ class Communicator:
             pass
 
 
-def communicator(uid, ranks: int, rank: int) -> Communicator:
+def communicator(uid, ranks: int, rank: int, timeout: float) -> Communicator:
     """This worker's rank of communicator ``uid`` (joined at first use)."""
     with _LOCK:
         comm = _COMMS.get(uid)
     if comm is None:
-        comm = Communicator(uid, ranks, rank, timeout_s())
+        comm = Communicator(uid, ranks, rank, timeout)
         with _LOCK:
             _COMMS[uid] = comm
     return comm
@@ -176,11 +176,12 @@ def forget(uid) -> None:
         comm.abort()
 
 
-def exchange_task(uid, plan, rank, partitioning, *splits):
+def exchange_task(uid, timeout, plan, rank, partitioning, *splits):
     """The shuffle's step on rank ``rank``'s worker: {box: Box} on its GPU.
 
-    ``splits`` are the ``steps.split_block`` results of the blocks the plan
-    places on this rank, in the plan's order."""
+    ``timeout`` (seconds) bounds each wait for the peers (the driver's
+    ``timeout_s``); ``splits`` are the ``steps.split_block`` results of the
+    blocks the plan places on this rank, in the plan's order."""
     from ..kernels import get_kernels
     from ..partitioned.exchange import exchange_boxes
     from .worker import apply_settings
@@ -189,7 +190,8 @@ def exchange_task(uid, plan, rank, partitioning, *splits):
     K = get_kernels("cuda")
     mine = dict(zip(plan.blocks_of(rank), splits))
     try:
-        comm = communicator(uid, plan.ranks, rank)
+        comm = communicator(uid, plan.ranks, rank, timeout)
+        comm.timeout = float(timeout)
         return exchange_boxes(comm, plan, rank, mine, partitioning, xp=K.xp,
                               to_device=K.to_device)
     except ExchangeFailed:
