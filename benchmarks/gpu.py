@@ -67,6 +67,9 @@ TIES_ROWS = [
     ("uniform", 625_000, 3, 1, None, None),
 ]
 ALL_ROWS = ROWS + TIES_ROWS
+#: the CUDA kernels emulated on the CPU (``--kernels emulated``): the peak
+#: is the emulated pool's (``tests/pool_emu.py``), labelled as emulated
+_EMULATED = False
 CLOUDS = {**datasets.GENERATORS, **datasets.TIES}
 
 
@@ -209,6 +212,15 @@ def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
         out["peak_bytes"] = hook.peak
         out["peak_bytes_per_point"] = hook.peak / n
         out["pool_total_bytes_after"] = pool.total_bytes()
+    elif _EMULATED:  # the emulated kernels' arrays, counted as CuPy's pool would
+        from pool_emu import PoolTracker, track_engine_phases
+
+        with PoolTracker() as tracker, track_engine_phases(tracker):
+            res = run()
+            del res
+        out["peak_bytes"] = tracker.peak
+        out["peak_bytes_per_point"] = tracker.peak / n
+        out["peak_emulated"] = tracker.summary(n)
     else:  # numpy's allocations (tracemalloc sees them; numba's own do not count)
         import tracemalloc
 
@@ -307,6 +319,8 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
         from cuda_emu import emulated_kernels
         K = emulated_kernels()
+        global _EMULATED
+        _EMULATED = True
     elif a.kernels == "cpu":
         from emst_dask.kernels import get_kernels
         K = get_kernels("cpu")

@@ -146,14 +146,20 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None, order=None):
     timers : Timers
     box : (lo, hi) float64 (d,) of the points, when already known
     period : (d,) float64 box lengths of a periodic box, or None
-    order : (codes, perm) from ``morton_order``, when already known
+    order : (codes, perm) from ``morton_order``, when already known; a
+        list is emptied (the caller keeps no reference to the codes)
 
     Returns
     -------
     The kernel set's BVH, whose ``orig`` maps tree positions to input rows.
     """
     n, d = points.shape
-    codes, perm = morton_order(K, points, timers, box) if order is None else order
+    if order is None:
+        codes, perm = morton_order(K, points, timers, box)
+    else:  # a list is emptied: the codes are freed once the tree is built
+        codes, perm = order
+        if isinstance(order, list):
+            order.clear()
     timers.start()
     fine = refine_crowded_cells(K, points, codes, perm, 63 // d)
     timers.stop("crowded_cells")
@@ -327,7 +333,7 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
         notice_if_cold(dtype, d, progress)
     mrd = min_samples > 1 or core_distances2 is not None
     record = hierarchy and hasattr(K, "start_hierarchy")
-    order = morton_order(K, points, timers, box)
+    order = list(morton_order(K, points, timers, box))
     if not (mrd or record):
         timers.start()
         dup = find_duplicates(K, points, *order)
@@ -338,17 +344,22 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
             m = rows.shape[0]
             points = points[rows]  # the distinct points, ascending rows
             timers.stop("duplicates")
-            if m > 1:  # (the codes go with the call: freed once the tree is built)
-                t = _tree(K, points, 1, None, box, period, timers, progress, False,
-                          kept.take_order())
+            if m > 1:
+                # the codes go with the tree, the points after it: the
+                # iterations hold the tree's own arrays only
+                bvh = construct_bvh(K, points, timers, box, period, order=list(kept.take_order()))
+                del points
+                t = _tree(K, bvh, dtype, 1, None, timers, progress, False)
+                del bvh
                 src, dst, w2 = rows[t[0]], rows[t[1]], t[2]
                 iterations, components = t[4], [n] + t[5]
                 del t
             else:
+                del points
                 src = dst = xp.zeros(0, np.int64)
                 w2 = xp.zeros(0, dtype)
                 iterations, components = 0, [n, 1]
-            del kept, rows, points
+            del kept, rows
             timers.start()
             src = xp.concatenate([src, dup.rep])
             dst = xp.concatenate([dst, dup.copy])
@@ -358,22 +369,22 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
                                  dict(timers.seconds))
         del dup
         timers.stop("duplicates")
+    # (the codes go with the tree and the scaled points are dropped after
+    # it: the iterations hold the tree's own arrays only)
+    bvh = construct_bvh(K, points, timers, box, period, order=order)
+    del order, points
     src, dst, w2, core_out, iterations, components, picks = _tree(
-        K, points, min_samples, core_distances2, box, period, timers, progress, record, order,
-        exponent)
+        K, bvh, dtype, min_samples, core_distances2, timers, progress, record, exponent)
     return BoruvkaResult(src, dst, w2, core_out, exponent, iterations, components,
                          dict(timers.seconds), picks)
 
 
-def _tree(K, points, min_samples, core_distances2, box, period, timers, progress, record,
-          order, exponent=0):
-    """``boruvka`` on the scaled cloud from the Morton order on: (source,
-    target, w2, core2 in input order or None, iterations, components, picks)."""
+def _tree(K, bvh, dtype, min_samples, core_distances2, timers, progress, record, exponent=0):
+    """``boruvka`` on the scaled cloud (of ``dtype``) from its tree on:
+    (source, target, w2, core2 in input order or None, iterations,
+    components, picks)."""
     xp = K.xp
-    n = points.shape[0]
-    dtype = points.dtype
-    bvh = construct_bvh(K, points, timers, box, period, order=order)
-    del order
+    n = bvh.n
     mrd = min_samples > 1 or core_distances2 is not None
     if core_distances2 is not None:
         core2 = ldexp(K, core_distances2, 2 * exponent, dtype)[bvh.orig]
@@ -384,7 +395,7 @@ def _tree(K, points, min_samples, core_distances2, box, period, timers, progress
         if progress:
             progress("core_distances", k=min_samples)
     else:
-        core2 = xp.zeros(n, dtype)
+        core2 = None  # Euclidean: no core distances (kernel sets use zeros if they need them)
 
     timers.start()
     state = K.init_boruvka(bvh, core2, mrd)

@@ -90,7 +90,9 @@ class KernelSet(Protocol):
     # -- the Borůvka iterations ---------------------------------------------------
     def init_boruvka(self, bvh: BVH, core2, mrd: bool):
         """The iteration state: every point its own component.  ``core2`` (n,)
-        squared core distances in tree order (zeros when ``mrd`` is False)."""
+        squared core distances in tree order (None, or zeros, when ``mrd`` is
+        False: the engine passes None and a kernel set that reads them makes
+        its own zeros)."""
 
     def reduce_labels(self, bvh: BVH, state) -> None:
         """Label every internal node with its leaves' common component, or -1."""

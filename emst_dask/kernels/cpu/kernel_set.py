@@ -361,8 +361,9 @@ class CpuKernels:
         Parameters
         ----------
         bvh : CpuBVH
-        core2 : (n,) numpy array of the points' dtype
-            Squared core distances, tree order (zeros when ``mrd`` is False).
+        core2 : (n,) numpy array of the points' dtype, or None
+            Squared core distances, tree order (zeros or None when ``mrd``
+            is False).
         mrd : bool
             Mutual reachability: weights are ``max(core2_i, core2_j, d2)``.
 
@@ -374,6 +375,8 @@ class CpuKernels:
         """
         n = bvh.n
         dt = bvh.points.dtype
+        if core2 is None:  # the kernels read core distances in every search
+            core2 = np.zeros(n, dt)
         if bvh.knn_j is None:
             bvh.knn_j, bvh.knn_bound, _ = cls.k_nearest_neighbours(
                 bvh, min(neighbour_list_size(bvh.d), n - 1))

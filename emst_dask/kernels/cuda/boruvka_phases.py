@@ -20,8 +20,8 @@ class BoruvkaPhases:
         Parameters
         ----------
         bvh : CudaBVH
-        core2 : (n,) cupy array of the points' dtype
-            Squared core distances, tree order (not kept when ``mrd`` is False:
+        core2 : (n,) cupy array of the points' dtype, or None
+            Squared core distances, tree order (not used when ``mrd`` is False:
             ``s.core2`` is then ``s.lower``; the Euclidean kernels do not read it).
         mrd : bool
             Mutual reachability: weights are ``max(core2_i, core2_j, d2)``.
