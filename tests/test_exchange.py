@@ -158,7 +158,10 @@ def _threads_exchange_task(uid, timeout, plan, rank, partitioning, *splits):
     queues = _QUEUES.setdefault(uid, {(a, b): queue.Queue() for a in range(plan.ranks)
                                       for b in range(plan.ranks)})
     mine = dict(zip(plan.blocks_of(rank), splits))
-    return exchange_boxes(ThreadComm(rank, queues), plan, rank, mine, partitioning)
+    seconds = {}
+    boxes = exchange_boxes(ThreadComm(rank, queues), plan, rank, mine, partitioning,
+                           seconds=seconds)
+    return {**boxes, "seconds": seconds}
 
 
 @pytest.fixture
@@ -194,6 +197,10 @@ def test_the_dask_driver_of_the_exchange(threads_client, fail):
     tree = emst(pts, client=threads_client, partitions=4)
     assert tree.report.shuffle_by == ("dask" if fail else "nccl")
     assert tree.report.bytes_moved["shuffle"] > 0
+    if not fail:  # every rank timed its steps
+        assert len(tree.report.shuffle_steps) == 3
+        assert all(set(s) == {"pack", "to_device", "exchange", "assemble"}
+                   for s in tree.report.shuffle_steps)
     check_spanning_tree(tree, pts)
     assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
     np.testing.assert_allclose(tree.total_weight, ref.total_weight, rtol=1e-9)

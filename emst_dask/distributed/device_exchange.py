@@ -36,7 +36,7 @@ _LOCK = threading.Lock()
 
 def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
     """``Executor.exchange`` of a ``DaskExecutor``: (box handles, bytes
-    moved, "nccl"), or None where the exchange is not taken or failed.
+    moved, "nccl", per rank the seconds of its steps), or None where the exchange is not taken or failed.
 
     Parameters
     ----------
@@ -83,6 +83,7 @@ def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
                  for r in range(len(places))]
         boxes += [ex.item(done[plan.box_rank[k]], k, box=k) for k in range(P)]
         ex.wait(boxes)
+        steps_s = ex.gather([ex.item(d, "seconds") for d in done])
     except InputError:
         raise
     except Exception as exc:
@@ -90,7 +91,9 @@ def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
         client.cancel(done + boxes)
         _forget(client, key, places)
         return None
-    return boxes, plan.moved_bytes, "nccl"
+    log.info("NCCL exchange, seconds per rank: %s",
+             [{k: round(v, 3) for k, v in s.items()} for s in steps_s])
+    return boxes, plan.moved_bytes, "nccl", steps_s
 
 
 def _uid(client, key, first):

@@ -177,7 +177,8 @@ def forget(uid) -> None:
 
 
 def exchange_task(uid, timeout, plan, rank, partitioning, *splits):
-    """The shuffle's step on rank ``rank``'s worker: {box: Box} on its GPU.
+    """The shuffle's step on rank ``rank``'s worker: {box: Box} on its GPU,
+    and under "seconds" the wall seconds of its steps.
 
     ``timeout`` (seconds) bounds each wait for the peers (the driver's
     ``timeout_s``); ``splits`` are the ``steps.split_block`` results of the
@@ -192,8 +193,12 @@ def exchange_task(uid, timeout, plan, rank, partitioning, *splits):
     try:
         comm = communicator(uid, plan.ranks, rank, timeout)
         comm.timeout = float(timeout)
-        return exchange_boxes(comm, plan, rank, mine, partitioning, xp=K.xp,
-                              to_device=K.to_device)
+        seconds = {}
+        boxes = exchange_boxes(comm, plan, rank, mine, partitioning, xp=K.xp,
+                               to_device=K.to_device, synchronize=K.synchronize,
+                               seconds=seconds)
+        boxes["seconds"] = seconds
+        return boxes
     except ExchangeFailed:
         forget(uid)
         raise

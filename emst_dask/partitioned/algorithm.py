@@ -87,7 +87,7 @@ class Executor(Protocol):
     def exchange(self, split: list, partitioning: Partitioning, frame, min_samples: int):
         """(the boxes' handles assembled by the places' devices from
         ``split`` in one exchange (``partitioned.exchange``), the bytes that
-        crossed, how they crossed); None where the executor has no such
+        crossed, how they crossed, per place the seconds of its steps); None where the executor has no such
         exchange (the pieces then move one by one)."""
 
 
@@ -224,7 +224,7 @@ def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, expon
              for i, b in enumerate(blocks)]
     moved = ex.exchange(split, partitioning, frame, min_samples)
     if moved is not None:
-        boxes, report.bytes_moved["shuffle"], report.shuffle_by = moved
+        boxes, report.bytes_moved["shuffle"], report.shuffle_by, report.shuffle_steps = moved
         report.exchanges += 1
         return boxes
     pieces = [[ex.item(s, k) for k in range(P)] for s in split]

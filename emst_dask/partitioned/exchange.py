@@ -123,7 +123,8 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
 
 
 def exchange_boxes(comm, plan: ExchangePlan, r: int, splits: dict, partitioning: Partitioning,
-                   xp=np, to_device=np.asarray) -> dict:
+                   xp=np, to_device=np.asarray, synchronize=lambda: None,
+                   seconds: dict | None = None) -> dict:
     """Rank ``r``'s part of the shuffle: pack, send and receive at once,
     assemble.
 
@@ -136,28 +137,56 @@ def exchange_boxes(comm, plan: ExchangePlan, r: int, splits: dict, partitioning:
     partitioning : Partitioning
     xp : the array module of the device (numpy or cupy)
     to_device : copies a host array to that device
+    synchronize : waits for the device (the steps' timers)
+    seconds : dict, optional
+        Filled with the wall seconds of the steps: pack (host), to_device,
+        exchange, assemble (the boxes and their face distances).
 
     Returns
     -------
     {box: Box} of the boxes ``r`` assembles, their arrays of ``xp``.
     """
+    t = _Clock(synchronize)
     send, recv = {}, {}
+    packed = {q: pack(plan, r, q, splits) for q in range(plan.ranks)}
+    t.lap("pack")
     for q in range(plan.ranks):
-        if q == r:
-            continue
-        out = pack(plan, r, q, splits)
-        if len(out[1]):
-            send[q] = tuple(to_device(a) for a in out)
-        m = plan.rows_between(q, r)
+        if q != r and len(packed[q][1]):
+            send[q] = tuple(to_device(a) for a in packed[q])
+        m = plan.rows_between(q, r) if q != r else 0
         if m:
             recv[q] = (xp.empty((m, plan.d), plan.dtype), xp.empty(m, xp.int64))
-    own = pack(plan, r, r, splits)
-    received = {r: tuple(to_device(a) for a in own)}
+    received = {r: tuple(to_device(a) for a in packed[r])}
+    del packed
+    t.lap("to_device")
     comm.exchange(send, recv)
+    del send
+    t.lap("exchange")
     received.update(recv)
     for q in range(plan.ranks):
         received.setdefault(q, (xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)))
-    return unpack(plan, r, received, partitioning, xp)
+    boxes = unpack(plan, r, received, partitioning, xp)
+    t.lap("assemble")
+    if seconds is not None:
+        seconds.update(t.seconds)
+    return boxes
+
+
+class _Clock:
+    """Wall seconds per step (the device synchronised at each lap)."""
+
+    def __init__(self, synchronize):
+        import time
+
+        self._now, self._sync = time.perf_counter, synchronize
+        self._t = self._now()
+        self.seconds = {}
+
+    def lap(self, name):
+        self._sync()
+        t = self._now()
+        self.seconds[name] = t - self._t
+        self._t = t
 
 
 def face_distances_xp(xp, part: Partitioning, k: int, points):

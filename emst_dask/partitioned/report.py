@@ -27,6 +27,9 @@ class PartitionReport:
         How the shuffle moved the points: "dask" (Dask's comms, piece by
         piece), "nccl" (one exchange between the workers' GPUs) or "none"
         (in this process).
+    shuffle_steps : list of dict
+        With "nccl": per worker, the seconds of the exchange's steps (pack
+        on the host, to the device, the exchange, the boxes assembled).
     seconds : dict
         Wall time per phase on the driver.
     boxes : list of dict
@@ -43,6 +46,7 @@ class PartitionReport:
     n_certified: int = 0
     bytes_moved: dict = field(default_factory=dict)
     shuffle_by: str = "none"
+    shuffle_steps: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)
     boxes: list = field(default_factory=list)
 
