@@ -8,10 +8,10 @@ cluster's exemplars, normalised) and an outlier vector (a softmax of the
 merge heights of the point's cluster with each selected cluster), times the
 probability of being in some cluster.  The merge heights come from a table
 per (cluster, selected cluster) up to ``MERGE_TABLE_ENTRIES``, else from a
-walk up the tree per point; the exemplar distances from a brute-force
-search in tiles up to ``EXEMPLARS_BRUTE`` exemplars a cluster, else from
-KD-trees.  ``all_points_membership_vectors`` works in row blocks and
-returns at most ``membership_max_bytes()`` as one array.
+walk up the tree per point; the exemplar distances from
+``exemplar_search`` (exact, pruned).  ``all_points_membership_vectors``
+works in row blocks and returns at most ``membership_max_bytes()`` as one
+array.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import InputError
+from .exemplar_search import nearest_exemplar_distances
 from .prediction import (_DBL_MAX, BLOCK_ROWS, PredictionData, _data, _new_points,
                          nearest_mutual_reachability)
 
@@ -87,69 +88,11 @@ def _merge_heights(pd: PredictionData, pc, plam):
     return np.where(np.isnan(H), plam[:, None], H)
 
 
-#: clusters with more exemplars than this are searched with a KD-tree, the
-#: others by brute force over their exemplars
-EXEMPLARS_BRUTE = 512
-
-
-#: points per tile of the brute-force exemplar search
-TILE = 64
-
-
-@njit(cache=True, parallel=True)
-def _min_dist_brute(X, ex, offsets, clusters, out):
-    """out[i, j] = min over cluster j's exemplars of |X[i] - e| for the
-    listed clusters.  Tiles of TILE points by columns, so that one
-    exemplar's squared distances to a tile vectorise and the exemplars are
-    read once a tile."""
-    m, d = X.shape
-    tiles = (m + TILE - 1) // TILE
-    for ti in prange(tiles):
-        lo = ti * TILE
-        P = min(m, lo + TILE) - lo
-        xt = np.empty((d, P))
-        for c in range(d):
-            for p in range(P):
-                xt[c, p] = X[lo + p, c]
-        r = np.empty(P)
-        best = np.empty(P)
-        for jj in range(clusters.shape[0]):
-            j = clusters[jj]
-            best[:] = np.inf
-            for e in range(offsets[j], offsets[j + 1]):
-                v = ex[e, 0]
-                for p in range(P):
-                    t = xt[0, p] - v
-                    r[p] = t * t
-                for c in range(1, d):
-                    v = ex[e, c]
-                    for p in range(P):
-                        t = xt[c, p] - v
-                        r[p] += t * t
-                for p in range(P):
-                    best[p] = min(best[p], r[p])
-            for p in range(P):
-                out[lo + p, j] = np.sqrt(best[p])
-
-
 def _dist_vectors(pd: PredictionData, X):
     """(B, k) hdbscan's distance membership: 1 / (distance to the nearest
     exemplar of each cluster) (finfo.max / k at 0), rows normalised."""
     k = pd.n_clusters
-    d = np.empty((X.shape[0], k))
-    sizes = np.array([e.shape[0] for e in pd.exemplars], np.int64)
-    few = np.flatnonzero(sizes <= EXEMPLARS_BRUTE)
-    if few.shape[0]:
-        if getattr(pd, "_ex_cat", None) is None:
-            pd._ex_cat = np.ascontiguousarray(
-                np.concatenate([e for e in pd.exemplars if e.shape[0] <= EXEMPLARS_BRUTE]))
-        offsets = np.zeros(k + 1, np.int64)  # of the brute-force clusters' exemplars
-        offsets[few + 1] = sizes[few]
-        offsets = np.cumsum(offsets)
-        _min_dist_brute(np.ascontiguousarray(X), pd._ex_cat, offsets, few, d)
-    trees = pd.exemplar_trees(EXEMPLARS_BRUTE)
-    for j in np.flatnonzero(sizes > EXEMPLARS_BRUTE):
-        d[:, j] = trees[j].query(X, k=1, workers=-1)[0]
+    d = nearest_exemplar_distances(pd.exemplar_index(), X)
     with np.errstate(divide="ignore"):
         inv = np.where(d != 0.0, 1.0 / d, _DBL_MAX / k)
     return inv / inv.sum(axis=1, keepdims=True)
