@@ -6,10 +6,12 @@ Every (point, cluster) pair needs its value, so the work is at least
 points x clusters.  Each cluster's exemplars get a small balanced KD-tree
 (``ExemplarIndex``: leaves of about ``LEAF`` exemplars, boxes per node,
 one flat layout for all clusters).  The points are visited in Morton
-order, a tile of ``TILE`` points against one cluster at a time (the
-cluster's tree stays in cache), and each point's search starts from the
-nearest exemplar of the point before it (a spatial neighbour: its
-distance is nearly the answer, so most of the tree is pruned at once).
+order, a tile of ``TILE`` points against one cluster at a time: the tile
+walks the cluster's tree once, entering a node when the box is nearer
+than the best so far of some point of the tile (each point's bound
+computed in vector lanes), and starts from the nearest exemplar of the
+previous tile's last point (a spatial neighbour: its distance is nearly
+the answer, so most of the tree is pruned at once).
 
 Exact, and the same bits as a brute-force search: every distance is the
 squares of the coordinate differences summed in coordinate order, then
