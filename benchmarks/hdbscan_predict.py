@@ -10,7 +10,9 @@ another draw of the same cloud (seed 1).  Each tool runs in a fresh process,
 first on a small cloud untimed (numba compilation), then timed: the fit,
 ``approximate_predict`` and ``membership_vector`` of the new points, and
 ``all_points_membership_vectors`` of the model (emst_dask: streamed block by
-block and discarded, so its (n, k) matrix need not fit; hdbscan: only where
+block and discarded, so its (n, k) matrix need not fit, the rows done and
+the seconds so far printed each minute, so that a run cut short still
+gives a rate; hdbscan: only where
 its few (n, k) float64 matrices fit ``--max-gib``).  hdbscan's
 ``membership_vector`` loops over the points in Python: it is timed on the
 first ``--hdbscan-membership-rows`` new points only (the row says how many).
@@ -151,9 +153,16 @@ def child(a):
     if a.child == "emst_dask":
         from emst_dask.products.hdbscan.membership import iter_all_points_membership_vectors
 
-        total = 0.0
+        total, done, shown = 0.0, 0, t0
         for _, block in iter_all_points_membership_vectors(model):
             total = total + block.sum()  # streamed: each block dropped
+            done += block.shape[0]
+            if time.perf_counter() - shown > 60 and done < len(X):  # a rate if cut short
+                shown = time.perf_counter()
+                out.update(all_points_rows_done=done, all_points_elapsed=shown - t0)
+                print(json.dumps(out), flush=True)
+        out.pop("all_points_rows_done", None)
+        out.pop("all_points_elapsed", None)
         out["all_points_sum"] = float(total)
         out["all_points_seconds"] = time.perf_counter() - t0
     elif 4 * matrix_gib <= a.max_gib:

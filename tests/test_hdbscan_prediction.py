@@ -381,17 +381,16 @@ def test_dask_array_on_a_worker_predicts_as_in_memory(client, tmp_path):
 
 
 def test_every_code_path_gives_the_same_memberships(fitted, monkeypatch):
-    """The merge-height table and the per-point walk, the exemplars'
-    brute-force search and their KD-trees, one block or several, agree."""
+    """The merge-height table and the per-point walk, one block or several,
+    agree."""
     import emst_dask.products.hdbscan.membership as P
 
     X, Y, ours, _, _ = fitted
     want_all = ed.all_points_membership_vectors(ours)
     want_mv = ed.membership_vector(ours, Y)
-    for entries, brute in ((0, 512), (2**25, 0), (0, 0)):
+    for entries in (0, 2**25):
         monkeypatch.setattr(P, "BLOCK_ROWS", 37)  # membership_vector's blocks
         monkeypatch.setattr(P, "MERGE_TABLE_ENTRIES", entries)
-        monkeypatch.setattr(P, "EXEMPLARS_BRUTE", brute)
         back = pickle.loads(pickle.dumps(ours))  # without the cached tables
         np.testing.assert_allclose(ed.all_points_membership_vectors(back), want_all,
                                    rtol=1e-12, atol=1e-15)

@@ -8,10 +8,10 @@ cluster's exemplars, normalised) and an outlier vector (a softmax of the
 merge heights of the point's cluster with each selected cluster), times the
 probability of being in some cluster.  The merge heights come from a table
 per (cluster, selected cluster) up to ``MERGE_TABLE_ENTRIES``, else from a
-walk up the tree per point; the exemplar distances from a brute-force
-search in tiles up to ``EXEMPLARS_BRUTE`` exemplars a cluster, else from
-KD-trees.  ``all_points_membership_vectors`` works in row blocks and
-returns at most ``membership_max_bytes()`` as one array.
+walk up the tree per point; the exemplar distances from
+``exemplar_search`` (exact, pruned).  ``all_points_membership_vectors``
+works in row blocks and returns at most ``membership_max_bytes()`` as one
+array.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import InputError
+from .exemplar_search import nearest_exemplar_distances
 from .prediction import (_DBL_MAX, BLOCK_ROWS, PredictionData, _data, _new_points,
                          nearest_mutual_reachability)
 
@@ -75,97 +76,6 @@ def _merge_walk(pc, plam, sel, cparent, birth):
     return out
 
 
-def _merge_heights(pd: PredictionData, pc, plam):
-    """(B, k) hdbscan's merge heights of points leaving clusters ``pc`` at
-    lambdas ``plam`` with each selected cluster."""
-    K, k = pd.cparent.shape[0], pd.n_clusters
-    if K * k > MERGE_TABLE_ENTRIES:
-        return _merge_walk(pc, plam, pd.selected, pd.cparent, pd.birth)
-    if getattr(pd, "_merge", None) is None:
-        pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
-    H = pd._merge[pc]
-    return np.where(np.isnan(H), plam[:, None], H)
-
-
-#: clusters with more exemplars than this are searched with a KD-tree, the
-#: others by brute force over their exemplars
-EXEMPLARS_BRUTE = 512
-
-
-#: points per tile of the brute-force exemplar search
-TILE = 64
-
-
-@njit(cache=True, parallel=True)
-def _min_dist_brute(X, ex, offsets, clusters, out):
-    """out[i, j] = min over cluster j's exemplars of |X[i] - e| for the
-    listed clusters.  Tiles of TILE points by columns, so that one
-    exemplar's squared distances to a tile vectorise and the exemplars are
-    read once a tile."""
-    m, d = X.shape
-    tiles = (m + TILE - 1) // TILE
-    for ti in prange(tiles):
-        lo = ti * TILE
-        P = min(m, lo + TILE) - lo
-        xt = np.empty((d, P))
-        for c in range(d):
-            for p in range(P):
-                xt[c, p] = X[lo + p, c]
-        r = np.empty(P)
-        best = np.empty(P)
-        for jj in range(clusters.shape[0]):
-            j = clusters[jj]
-            best[:] = np.inf
-            for e in range(offsets[j], offsets[j + 1]):
-                v = ex[e, 0]
-                for p in range(P):
-                    t = xt[0, p] - v
-                    r[p] = t * t
-                for c in range(1, d):
-                    v = ex[e, c]
-                    for p in range(P):
-                        t = xt[c, p] - v
-                        r[p] += t * t
-                for p in range(P):
-                    best[p] = min(best[p], r[p])
-            for p in range(P):
-                out[lo + p, j] = np.sqrt(best[p])
-
-
-def _dist_vectors(pd: PredictionData, X):
-    """(B, k) hdbscan's distance membership: 1 / (distance to the nearest
-    exemplar of each cluster) (finfo.max / k at 0), rows normalised."""
-    k = pd.n_clusters
-    d = np.empty((X.shape[0], k))
-    sizes = np.array([e.shape[0] for e in pd.exemplars], np.int64)
-    few = np.flatnonzero(sizes <= EXEMPLARS_BRUTE)
-    if few.shape[0]:
-        if getattr(pd, "_ex_cat", None) is None:
-            pd._ex_cat = np.ascontiguousarray(
-                np.concatenate([e for e in pd.exemplars if e.shape[0] <= EXEMPLARS_BRUTE]))
-        offsets = np.zeros(k + 1, np.int64)  # of the brute-force clusters' exemplars
-        offsets[few + 1] = sizes[few]
-        offsets = np.cumsum(offsets)
-        _min_dist_brute(np.ascontiguousarray(X), pd._ex_cat, offsets, few, d)
-    trees = pd.exemplar_trees(EXEMPLARS_BRUTE)
-    for j in np.flatnonzero(sizes > EXEMPLARS_BRUTE):
-        d[:, j] = trees[j].query(X, k=1, workers=-1)[0]
-    with np.errstate(divide="ignore"):
-        inv = np.where(d != 0.0, 1.0 / d, _DBL_MAX / k)
-    return inv / inv.sum(axis=1, keepdims=True)
-
-
-def _softmax_rows(s):
-    e = np.exp(s - np.nanmax(s, axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _in_some_cluster(pd, H, lam, eps):
-    arg = H.argmax(axis=1)
-    top = pd.death[pd.selected[arg]]
-    return H.max(axis=1) / (np.maximum(lam, top) + eps)
-
-
 def membership_vector(clusterer, points_to_predict):
     """Soft membership of new points in each cluster (hdbscan's
     ``membership_vector``).
@@ -194,73 +104,128 @@ def membership_vector(clusterer, points_to_predict):
     lam = np.minimum(lam, pd.point_lambda[nbr])
     pc = pd.point_cluster[nbr]
     out = np.empty((X.shape[0], k))
-    for start in range(0, X.shape[0], BLOCK_ROWS):  # the temporaries a block at a time
+    for start in range(0, X.shape[0], BLOCK_ROWS):  # the merge heights a block at a time
         b = slice(start, start + BLOCK_ROWS)
-        H = _merge_heights(pd, pc[b], lam[b])
-        ml = pd.death[pc[b]][:, None]
-        den = ml - H
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scores = ml / np.where(den <= 0.0, 1e-8, den)
-        o = _dist_vectors(pd, X[b]) ** 0.5 * _softmax_rows(scores) ** 2.0
-        o /= o.sum(axis=1, keepdims=True)
-        o *= _in_some_cluster(pd, H, lam[b], 1e-8)[:, None]
-        out[b] = o
+        D = nearest_exemplar_distances(pd.exemplar_index(), X[b], out[b])
+        table, rows = _merge_rows(pd, pc[b], lam[b])
+        _membership_combine(D, table, rows, pc[b], lam[b], pd.death, pd.selected)
     return out
 
 
+def _merge_rows(pd: PredictionData, pc, plam):
+    """The merge heights of points leaving clusters ``pc`` at lambdas
+    ``plam`` as (table, rows): row b's are ``table[rows[b]]``, NaN standing
+    for the point's own lambda; the (clusters, k) table when it is small
+    enough, else a (B, k) walk per point."""
+    if pd.cparent.shape[0] * pd.n_clusters <= MERGE_TABLE_ENTRIES:
+        if getattr(pd, "_merge", None) is None:
+            pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
+        return pd._merge, pc
+    return (_merge_walk(pc, plam, pd.selected, pd.cparent, pd.birth),
+            np.arange(pc.shape[0], dtype=np.int64))
+
+
+@njit(cache=True)
+def _heights(table, r, lam, h):
+    """h = table[r] with NaN as lam; returns the first largest's index."""
+    hmax = -np.inf
+    arg = 0
+    for j in range(h.shape[0]):
+        v = table[r, j]
+        h[j] = lam if np.isnan(v) else v
+        if h[j] > hmax:
+            hmax = h[j]
+            arg = j
+    return arg
+
+
+@njit(cache=True)
+def _inverse_distances(D, b, w):
+    """w = hdbscan's distance vector of row b of the exemplar distances D:
+    1 / d (finfo.max / k at 0), normalised."""
+    k = w.shape[0]
+    tot = 0.0
+    for j in range(k):
+        w[j] = 1.0 / D[b, j] if D[b, j] != 0.0 else _DBL_MAX / k
+        tot += w[j]
+    for j in range(k):
+        w[j] = w[j] / tot
+
+
+@njit(cache=True)
+def _softmax(s):
+    smax = -np.inf
+    for j in range(s.shape[0]):
+        if s[j] > smax:  # NaN never compares larger: nanmax
+            smax = s[j]
+    tot = 0.0
+    for j in range(s.shape[0]):
+        s[j] = np.exp(s[j] - smax)
+        tot += s[j]
+    for j in range(s.shape[0]):
+        s[j] = s[j] / tot
+
+
 @njit(cache=True, parallel=True)
-def _all_points_combine(D, table, pc, pl, death, sel):
-    """In place on D, the (B, k) distance vectors: hdbscan's
-    all_points_membership_vectors from them, row by row (the merge heights
-    from ``table`` (``_merge_table``), the outlier vector's softmax, the
-    product normalised, times the probability of being in some cluster)."""
+def _membership_combine(D, table, rows, pc, lam, death, sel):
+    """In place on D, the (B, k) exemplar distances: hdbscan's
+    membership_vector, row by row (its distance vector to the power 0.5
+    times the softmax of ``death / (death - merge height)`` squared,
+    normalised, times the probability of being in some cluster)."""
     B, k = D.shape
     for b in prange(B):
-        c = pc[b]
         h = np.empty(k)
-        hmax = -np.inf
-        arg = 0
-        for j in range(k):
-            v = table[c, j]
-            h[j] = pl[b] if np.isnan(v) else v
-            if h[j] > hmax:
-                hmax = h[j]
-                arg = j
-        a = death[c] + 1e-8
+        w = np.empty(k)
         s = np.empty(k)
-        smax = -np.inf
+        arg = _heights(table, rows[b], lam[b], h)
+        ml = death[pc[b]]
         for j in range(k):
-            s[j] = np.exp(-(a / h[j]))
-            if s[j] > smax:  # NaN never compares larger: nanmax
-                smax = s[j]
+            den = ml - h[j]
+            s[j] = ml / (1e-8 if den <= 0.0 else den)
+        _softmax(s)
+        _inverse_distances(D, b, w)
         tot = 0.0
         for j in range(k):
-            s[j] = np.exp(s[j] - smax)
-            tot += s[j]
-        rs = 0.0
+            w[j] = np.sqrt(w[j]) * (s[j] * s[j])
+            tot += w[j]
+        ins = h[arg] / (max(lam[b], death[sel[arg]]) + 1e-8)
         for j in range(k):
-            D[b, j] = D[b, j] * (s[j] / tot)
-            rs += D[b, j]
-        ins = hmax / max(pl[b], death[sel[arg]])
+            D[b, j] = w[j] / tot * ins
+    return D
+
+
+@njit(cache=True, parallel=True)
+def _all_points_combine(D, table, rows, pc, pl, death, sel):
+    """In place on D, the (B, k) exemplar distances: hdbscan's
+    all_points_membership_vectors, row by row (its distance vector times
+    the softmax of ``exp(-(death + 1e-8) / merge height)``, normalised,
+    times the probability of being in some cluster)."""
+    B, k = D.shape
+    for b in prange(B):
+        h = np.empty(k)
+        w = np.empty(k)
+        s = np.empty(k)
+        arg = _heights(table, rows[b], pl[b], h)
+        a = death[pc[b]] + 1e-8
         for j in range(k):
-            D[b, j] = D[b, j] / rs * ins
+            s[j] = np.exp(-(a / h[j]))
+        _softmax(s)
+        _inverse_distances(D, b, w)
+        tot = 0.0
+        for j in range(k):
+            w[j] = w[j] * s[j]
+            tot += w[j]
+        ins = h[arg] / max(pl[b], death[sel[arg]])
+        for j in range(k):
+            D[b, j] = w[j] / tot * ins
     return D
 
 
 def _all_points_block(pd: PredictionData, rows):
     pc, pl = pd.point_cluster[rows], pd.point_lambda[rows]
-    D = _dist_vectors(pd, pd.raw_data[rows])
-    if pd.cparent.shape[0] * pd.n_clusters <= MERGE_TABLE_ENTRIES:
-        if getattr(pd, "_merge", None) is None:
-            pd._merge = _merge_table(pd.cparent, pd.birth, pd.selected)
-        return _all_points_combine(D, pd._merge, pc, pl, pd.death, pd.selected)
-    H = _merge_heights(pd, pc, pl)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.exp(-((pd.death[pc] + 1e-8)[:, None] / H))
-    out = D * _softmax_rows(s)
-    out /= out.sum(axis=1, keepdims=True)
-    out *= _in_some_cluster(pd, H, pl, 0.0)[:, None]
-    return out
+    D = nearest_exemplar_distances(pd.exemplar_index(), pd.raw_data[rows])
+    table, trows = _merge_rows(pd, pc, pl)
+    return _all_points_combine(D, table, trows, pc, pl, pd.death, pd.selected)
 
 
 def iter_all_points_membership_vectors(clusterer, block_rows: int | None = None):

@@ -92,7 +92,7 @@ class PredictionData:
     exemplars: list
     on_device: bool = False
     _tree: object = field(default=None, repr=False)
-    _exemplar_trees: list = field(default=None, repr=False)
+    _exemplar_index: object = field(default=None, repr=False)
 
     @property
     def n_clusters(self) -> int:
@@ -106,23 +106,27 @@ class PredictionData:
             self._tree = cKDTree(self.raw_data)
         return self._tree
 
-    def exemplar_trees(self, brute: int):
-        """KD-trees of the clusters with more than ``brute`` exemplars (None
-        for the others), built once."""
-        if self._exemplar_trees is None:
-            from scipy.spatial import cKDTree
+    def exemplar_index(self):
+        """``exemplar_search.ExemplarIndex`` of the exemplars (built on first
+        use)."""
+        if self._exemplar_index is None:
+            from .exemplar_search import build_index
 
-            self._exemplar_trees = [cKDTree(e) if e.shape[0] > brute else None
-                                    for e in self.exemplars]
-        return self._exemplar_trees
+            self._exemplar_index = build_index(self.exemplars)
+        return self._exemplar_index
 
     def __getstate__(self):  # the trees are rebuilt, not pickled
         state = dict(self.__dict__)
-        state["_tree"] = state["_exemplar_trees"] = None
-        state.pop("_ex_cat", None)
+        state["_tree"] = state["_exemplar_index"] = None
         state.pop("_merge", None)
         state.pop("_device", None)
         return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state.pop("_exemplar_trees", None)  # models pickled before the index
+        state.setdefault("_exemplar_index", None)
+        self.__dict__.update(state)
 
 
 def prediction_data(points, core_distances, min_samples, condensed, selected):
