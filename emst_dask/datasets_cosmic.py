@@ -25,6 +25,13 @@ many processes as wanted.  With ``HALO_FRACTION`` = 0.45, about 40% of the
 particles are in FoF groups of at least 20 at b = 0.2 (measured in
 benchmarks/NOTES.md), with the largest groups beyond 1e5 particles from a
 few million particles up.
+
+The same bits on every machine (as ``emst_dask.datasets`` says): the waves'
+sums, sines and cosines, the power laws, the NFW profile and the Rayleigh
+and lognormal draws (``sqrt(-2 log U)``, ``exp(0.1 Z)``) are computed by
+``datasets_math`` from uniforms and normals, not by numpy's vector
+functions, BLAS or the samplers that call the C library; until 2026-11-28
+they were, and the snapshot could differ in its last bits between machines.
 """
 from __future__ import annotations
 
