@@ -28,10 +28,12 @@ few million particles up.
 
 The same bits on every machine (as ``emst_dask.datasets`` says): the waves'
 sums, sines and cosines, the power laws, the NFW profile and the Rayleigh
-and lognormal draws (``sqrt(-2 log U)``, ``exp(0.1 Z)``) are computed by
-``datasets_math`` from uniforms and normals, not by numpy's vector
-functions, BLAS or the samplers that call the C library; until 2026-11-28
-they were, and the snapshot could differ in its last bits between machines.
+and lognormal draws (numpy's, ``sqrt(2 E)`` and ``exp(0.1 Z)`` of its
+exponential and normal draws) are computed by ``datasets_math`` and correctly
+rounded arithmetic, not by numpy's vector functions, BLAS or the samplers
+that call the C library's; until 2026-11-28 they were, and the snapshot could
+differ in its last bits between machines (it is the same as then up to
+those bits).
 """
 from __future__ import annotations
 
@@ -139,8 +141,8 @@ def model(n: int, seed: int = 0) -> Model:
     kk = np.sqrt((ms * ms).sum(1).astype(np.float64)) * 2 * np.pi
     # potential phi ~ k^-2 delta, delta with power ~ k^-3 per mode (more
     # power on large scales): |phi_k| ~ k^-3.5, random sign through the phase;
-    # Rayleigh amplitudes sqrt(-2 log U)
-    rayleigh = np.sqrt(-2.0 * dm.log(1.0 - rng.random(len(ms))))
+    # Rayleigh amplitudes: rng.rayleigh's, sqrt(2 E), E exponential
+    rayleigh = np.sqrt(2.0 * rng.standard_exponential(len(ms)))
     amp = rayleigh / (kk * kk * kk * np.sqrt(kk))
     phase = rng.random(len(ms)) * 2 * np.pi
     m0 = Model(n, side, ms, amp, phase, np.zeros(0, np.int64), np.zeros(0, np.int64),

@@ -54,20 +54,20 @@ def fingerprints() -> dict:
 PINNED = {
     "uniform": "ebdae492156be850",
     "normal": "d234d89d7e247c8d",
-    "halos": "c6c64a6e7fc694c5",
-    "cosmic": "1e3b5be24d398fbc",
+    "halos": "e14584154c9a342e",
+    "cosmic": "75ffd16dc6597a8c",
     "lattice": "c728aaee8bd6e2b9",
     "tracks": "a650486ff61bc149",
     "copies4": "315247404b5fca2d",
     "copies16": "b190a04b5e15b575",
-    "halos-2d-seed7": "97b42382ca4c7c5c",
+    "halos-2d-seed7": "eaee2a3b161616bd",
     "lattice-1d": "96062728ed48bb5e",
     "uniform_chunk": "b525a21fd086df55",
-    "halos_chunk": "5cdecaf49d3f48d8",
-    "halos_chunk-1e9": "7da003fb68fa621c",
-    "cosmic-snapshot": "8000e465a47e7ee0",
-    "halo_catalogue-10000000": ["230da8af40974cbc", "d2e042acac4736e6", "e4911115ebc66dda"],
-    "halo_catalogue-50000000": ["3ab6b12cd695c336", "f2cd7a4a88daf5d7", "f6355ec9574242e9"],
+    "halos_chunk": "047574be50176b3d",
+    "halos_chunk-1e9": "8db60e8b1ccdc389",
+    "cosmic-snapshot": "94c5c13bbc37be0b",
+    "halo_catalogue-10000000": ["d2c3e4b88baa6252", "13030064e6ec7ab4", "97a508e7676c8c46"],
+    "halo_catalogue-50000000": ["dba98a1deffef458", "eea8d272e4d24d45", "d697b4b7a1c856cb"],
 }
 
 
