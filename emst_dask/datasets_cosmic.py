@@ -25,13 +25,25 @@ many processes as wanted.  With ``HALO_FRACTION`` = 0.45, about 40% of the
 particles are in FoF groups of at least 20 at b = 0.2 (measured in
 benchmarks/NOTES.md), with the largest groups beyond 1e5 particles from a
 few million particles up.
+
+The same bits on every machine (as ``emst_dask.datasets`` says): the waves'
+sums, sines and cosines, the power laws, the NFW profile and the Rayleigh
+and lognormal draws (numpy's, ``sqrt(2 E)`` and ``exp(0.1 Z)`` of its
+exponential and normal draws) are computed by ``datasets_math`` and correctly
+rounded arithmetic, not by numpy's vector functions, BLAS or the samplers
+that call the C library's; until 2026-11-28 they were, and the snapshot could
+differ in its last bits between machines (it is the same as then up to
+those bits).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+
+from . import datasets_math as dm
 
 #: rows per generated chunk (the unit of (seed, chunk) determinism)
 CHUNK_ROWS = 1 << 20
@@ -63,39 +75,50 @@ class Model:
     bulk: np.ndarray     # (H, 3) bulk velocities
 
 
+# The sums over the waves and the sines and cosines are written out in
+# ``datasets_math`` (not BLAS's ``@``, numpy's sin and cos): the same bits
+# on every machine.
 def _displacement(q, model):
     """Psi(q) (m, 3) and the velocity 100 Psi, from the plane waves."""
     k = 2 * np.pi * model.m.astype(np.float64)
     out = np.zeros((len(q), 3))
-    for a in range(0, len(q), 65536):
-        arg = q[a:a + 65536] @ k.T + model.phase
-        out[a:a + 65536] = (np.sin(arg) * model.amp) @ k  # -grad of amp cos(k.q + phase)
+    for a in range(0, len(q), 2048):  # blocks that stay in the cache
+        arg = dm.dot3(q[a:a + 2048], k) + model.phase
+        out[a:a + 2048] = dm.combine(dm.sin(arg) * model.amp, k)  # -grad of amp cos(k.q + phase)
     return out
 
 
 def _contrast(q, model):
     """The linear density contrast -div Psi at q."""
     k = 2 * np.pi * model.m.astype(np.float64)
-    k2 = (k ** 2).sum(1)
-    return -(np.cos(q @ k.T + model.phase) * (model.amp * k2)).sum(1)
+    k2 = k[:, 0] * k[:, 0] + k[:, 1] * k[:, 1] + k[:, 2] * k[:, 2]
+    out = np.zeros(len(q))
+    for a in range(0, len(q), 2048):
+        cos = dm.cos(dm.dot3(q[a:a + 2048], k) + model.phase)
+        out[a:a + 2048] = -dm.combine(cos, (model.amp * k2)[:, None])[:, 0]
+    return out
 
 
 def _halo_counts(n_halo, rng):
     """Halo sizes: a rank-ordered power law N(>M) ~ M^-(ALPHA-1) down to
     MIN_HALO, its top chosen so that the sizes sum to n_halo (exactly, after
     rounding: the remainder goes to the largest)."""
-    rank = np.arange(1, 2_000_000, dtype=np.float64) ** (-1.0 / (ALPHA - 1.0))
+    rank = dm.power(np.arange(1, 2_000_000, dtype=np.float64), -1.0 / (ALPHA - 1.0))
+    # sum of the first j ranks, added one after another (a fixed order)
+    running = np.cumsum(rank)
 
     def total(top):
-        sizes = top * rank
-        return sizes[sizes >= MIN_HALO].sum()
+        j = int(np.count_nonzero(top * rank >= MIN_HALO))  # rank decreases
+        return top * running[j - 1] if j else 0.0
 
     lo, hi = float(MIN_HALO), float(n_halo)
     for _ in range(60):  # bisection: total(top) increases with top
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if total(mid) < n_halo else (lo, mid)
     sizes = lo * rank
-    sizes = sizes[sizes >= MIN_HALO] * rng.lognormal(0.0, 0.1, int((sizes >= MIN_HALO).sum()))
+    big = sizes >= MIN_HALO
+    # rng.lognormal's draws, exponentiated by datasets_math
+    sizes = sizes[big] * dm.exp(0.1 * rng.standard_normal(int(big.sum())))
     counts = np.sort(np.maximum(np.floor(sizes).astype(np.int64), 1))[::-1]
     while counts.sum() > n_halo and len(counts) > 1:
         counts = counts[:-1]
@@ -107,20 +130,27 @@ def _halo_counts(n_halo, rng):
 def model(n: int, seed: int = 0) -> Model:
     """The shared part of the snapshot of n particles (see the module docstring)."""
     rng = np.random.default_rng([seed, 0x5EED])
-    side = int(np.floor(((1 - HALO_FRACTION) * n) ** (1 / 3) + 1e-9))
-    while side ** 3 > n:
+    field = (1 - HALO_FRACTION) * n  # side: the largest s with s^3 <= field
+    side = int(field ** (1 / 3))
+    while (side + 1) ** 3 <= field:  # exact: Python compares int and float exactly
+        side += 1
+    while side ** 3 > field:
         side -= 1
     ms = rng.integers(-K_MAX, K_MAX + 1, size=(4 * MODES, 3))
     ms = ms[(ms ** 2).sum(1) > 0][:MODES]
-    kk = np.sqrt((ms ** 2).sum(1)) * 2 * np.pi
+    kk = np.sqrt((ms * ms).sum(1).astype(np.float64)) * 2 * np.pi
     # potential phi ~ k^-2 delta, delta with power ~ k^-3 per mode (more
-    # power on large scales): |phi_k| ~ k^-3.5, random sign through the phase
-    amp = kk ** -3.5 * rng.rayleigh(1.0, len(ms))
+    # power on large scales): |phi_k| ~ k^-3.5, random sign through the phase;
+    # Rayleigh amplitudes: rng.rayleigh's, sqrt(2 E), E exponential
+    rayleigh = np.sqrt(2.0 * rng.standard_exponential(len(ms)))
+    amp = rayleigh / (kk * kk * kk * np.sqrt(kk))
     phase = rng.random(len(ms)) * 2 * np.pi
     m0 = Model(n, side, ms, amp, phase, np.zeros(0, np.int64), np.zeros(0, np.int64),
                np.zeros((0, 3)), np.zeros((0, 3)))
     grid = rng.random((20_000, 3))
-    sigma = _contrast(grid, m0).std()
+    delta = _contrast(grid, m0)
+    mean = math.fsum(delta) / len(delta)
+    sigma = math.sqrt(math.fsum((delta - mean) * (delta - mean)) / len(delta))
     amp = amp * (SIGMA / sigma)
     m0 = Model(n, side, ms, amp, phase, m0.counts, m0.starts, m0.centres, m0.bulk)
     n_halo = n - side ** 3
@@ -137,9 +167,13 @@ def model(n: int, seed: int = 0) -> Model:
 
 def _nfw_radii(u, c=CONCENTRATION):
     """r / r_200 for uniform u in [0, 1): the inverse of the NFW mass profile."""
-    x = np.linspace(0, c, 4097)
-    mass = np.log1p(x) - x / (1 + x)
-    return np.interp(u * mass[-1], mass, x) / c
+    x = np.arange(4097) * (c / 4096)
+    mass = dm.log(1.0 + x) - x / (1.0 + x)
+    # linear interpolation in the table (np.interp's, written out)
+    t = u * mass[-1]
+    i = np.clip(np.searchsorted(mass, t, side="right") - 1, 0, len(x) - 2)
+    frac = (t - mass[i]) / (mass[i + 1] - mass[i])
+    return (x[i] + frac * (x[i + 1] - x[i])) / c
 
 
 def chunk(n: int, c: int, seed: int = 0):
@@ -171,12 +205,12 @@ def chunk(n: int, c: int, seed: int = 0):
         rows = np.arange(h0, b)
         h = np.searchsorted(md.starts, rows, side="right") - 1
         cnt = md.counts[h].astype(np.float64)
-        r200 = (3 * cnt / (800 * np.pi * n)) ** (1 / 3)
+        r200 = dm.cbrt(3 * cnt / (800 * np.pi * n))
         r = _nfw_radii(rng.random(len(rows))) * r200
         d = rng.standard_normal((len(rows), 3))
-        d /= np.linalg.norm(d, axis=1)[:, None]
+        d /= np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] + d[:, 2] * d[:, 2])[:, None]
         pos[h0 - a:] = md.centres[h] + d * r[:, None]
-        sig = 30.0 * (cnt / 1000.0) ** (1 / 3)
+        sig = 30.0 * dm.cbrt(cnt / 1000.0)
         vel[h0 - a:] = md.bulk[h] + rng.standard_normal((len(rows), 3)) * sig[:, None]
     pos = np.mod(pos, 1.0).astype(np.float32)
     pos[pos >= 1.0] = 0.0  # float32 rounding of values just below 1
