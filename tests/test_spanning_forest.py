@@ -3,8 +3,9 @@ whole-array operations (``minimum_spanning_forest_xp``, numpy and the
 emulated CuPy) against Kruskal (``minimum_spanning_forest``) and against a
 plain-Python Kruskal over the strict order (w, min id, max id): equal
 weights everywhere, parallel edges, exact copies of an edge, self-loops of
-super-vertices, disconnected graphs, empty and one-edge inputs.  The same
-on a real GPU is ``test_multipart_gpu.py``'s part.
+super-vertices, disconnected graphs, empty and one-edge inputs.  The
+``cupy`` variants (``gpu``) run the same on a GPU; larger graphs there are
+``test_multipart_gpu.py``'s part.
 """
 from __future__ import annotations
 
@@ -17,13 +18,24 @@ import pytest
 from emst_dask.partitioned.edges import (Edges, minimum_spanning_forest,
                                          minimum_spanning_forest_xp)
 
+from cupy_emu import on_host
 
-@pytest.fixture(params=["numpy", "emulated"])
+
+@pytest.fixture(params=["numpy", "emulated", pytest.param("cupy", marks=pytest.mark.gpu)])
 def xp(request, monkeypatch):
-    """numpy, or the CuPy stand-in (its device branches: the strict order's
-    one-sort device path, ``unique``, ``cupyx.scatter_min``)."""
+    """numpy, the CuPy stand-in (its device branches: the strict order's
+    one-sort device path, ``unique``, ``cupyx.scatter_min``), or CuPy on a
+    GPU."""
     if request.param == "numpy":
         return np
+    if request.param == "cupy":
+        from emst_dask.kernels import cuda_available
+
+        if not cuda_available():
+            pytest.skip("needs a CUDA GPU")
+        import cupy
+
+        return cupy
     fake = request.getfixturevalue("fake_cupy")
     monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(scatter_min=np.minimum.at))
     return fake
@@ -83,7 +95,7 @@ def python_kruskal(e: Edges) -> list:
 
 def records(e: Edges) -> list:
     """The forest's edges as sorted tuples (a multiset of records)."""
-    e = e.to(lambda a: np.asarray(a))
+    e = e.to(on_host)
     return sorted(zip(e.u.tolist(), e.v.tolist(), e.w2.tolist(), e.su.tolist(), e.sv.tolist()))
 
 
@@ -121,7 +133,7 @@ def test_boruvka_equals_kruskal(xp, dtype, n_clusters, seed):
             assert records(want) == python_kruskal(e)
         n_verts = len(set(e.su.tolist()) | set(e.sv.tolist()))
         assert len(got) == n_verts - components(e)
-        assert np.asarray(got.w2).dtype == dtype
+        assert on_host(got.w2).dtype == dtype
 
 
 def test_ids_beyond_32_bits(xp):
