@@ -302,9 +302,21 @@ def connect(box: Box, solved, min_samples: int, backend: str, *pieces) -> Edges:
     gids = np.concatenate([p.gids for p in pieces])
     labels = np.concatenate([p.labels for p in pieces])
     core = None if box.core is None else np.concatenate([p.core for p in pieces])
+    name = resolve_backend(backend)
+    if name == "cuda" and gids.shape[0] > 1:
+        # ordered by global id on the device: one radix sort there, where
+        # the host's sort of millions of rows took a good part of a second
+        K = get_kernels(name)
+        arrays = [K.to_device(a) for a in (pts, gids, labels)]
+        order = K.xp.argsort(arrays[1])  # ids are distinct: stability moot
+        pts, gids, labels = (a[order] for a in arrays)
+        core = None if core is None else K.to_device(core)[order]
+        del arrays, order
+        return connect_box(pts, gids, labels, res.uncertified, name, min_samples, core,
+                           period=box.period)
     order = np.argsort(gids, kind="stable")
     return connect_box(np.ascontiguousarray(pts[order]), gids[order], labels[order],
-                       res.uncertified, resolve_backend(backend), min_samples,
+                       res.uncertified, name, min_samples,
                        None if core is None else core[order], period=box.period)
 
 
@@ -318,7 +330,8 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
 
     Parameters
     ----------
-    points : (m, d) float numpy array
+    points : (m, d) float numpy array (with ``backend="cuda"`` these four
+        may be arrays of the device already)
     gids : (m,) int64, ascending
     super_labels : (m,) int64 super-vertex (a global id) of each point
     uncertified : Edges
@@ -362,15 +375,20 @@ def _connect_on_device(points, gids, super_labels, uncertified: Edges, backend, 
     dt = uncertified.w2.dtype
     K, s, t, w2 = run_engine_device(points, backend, min_samples, core=core, period=period)
     xp = K.xp
-    labels = K.to_device(np.ascontiguousarray(super_labels, np.int64))
+    labels = _on_device(K, super_labels)
     ls, lt = labels[s], labels[t]
     keep = xp.flatnonzero(ls != lt)
     del labels
-    g = K.to_device(np.ascontiguousarray(gids, np.int64))
+    g = _on_device(K, gids)
     s, t = s[keep], t[keep]
     parts = [Edges(g[s], g[t], w2[keep].astype(dt, copy=False), ls[keep], lt[keep])]
     del s, t, w2, ls, lt, keep, g
     return _forest_on_device(K, parts + [uncertified], dt)
+
+
+def _on_device(K, a):
+    """(m,) int64 ``a`` on ``K``'s device (as it is when it is there)."""
+    return a if is_device_array(a) else K.to_device(np.ascontiguousarray(a, np.int64))
 
 
 def _forest_on_device(K, parts, dtype) -> Edges:
