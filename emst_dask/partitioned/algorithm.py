@@ -317,7 +317,7 @@ def connect_super_vertices(ex: Executor, boxes: list, solved: list, infos: list,
             incoming = [ex.item(out[j], b, box=j) for j in srcs]
             forests.append(ex.submit(steps.connect, boxes[b], solved[b], k, backend, *incoming,
                                      box=b, name=f"connect{r}"))
-        forest = ex.submit(steps.spanning_forest, np.dtype(dtype).str, *forests,
+        forest = ex.submit(steps.spanning_forest_on, backend, np.dtype(dtype).str, *forests,
                            name=f"forest{r}")
         count, longest2, nbytes = ex.gather([ex.submit(steps.forest_summary, forest)])[0]
         moved += nbytes
