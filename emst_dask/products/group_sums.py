@@ -19,19 +19,21 @@ from numba import njit, prange
 from ..arrays import stable_argsort
 
 
-def member_rows(xp, labels, members: int):
+def member_rows(xp, labels, members: int, groups=None):
     """(M,) int64: the rows with ``labels >= 0`` ordered by (label, row).
 
     Parameters
     ----------
     xp : numpy or cupy; labels : (n,) int64 of ``xp``, -1 or 0 .. G-1.
     members : int, M, the number of labels >= 0.
+    groups : int, optional, G (found from the labels when not given).
     """
     if xp is np:  # a counting sort: one pass, where a sort of n keys takes many
         return _host_rows(np.ascontiguousarray(labels, np.int64), int(members))
     rows = xp.flatnonzero(labels >= 0)
     key = labels[rows]
-    if key.shape[0] and int(key.max()) < 2 ** 31:  # a radix sort of half the passes
+    top = (int(key.max()) if key.shape[0] else 0) if groups is None else int(groups) - 1
+    if key.shape[0] and top < 2 ** 31:  # a radix sort of half the passes
         key = key.astype(xp.int32)
     return rows[stable_argsort(xp, key)].astype(xp.int64, copy=False)
 
