@@ -5,9 +5,11 @@ the labels), and each group's values are summed pairwise: neighbours
 (0, 1), (2, 3), ... of the group's sequence are added, an odd last one
 carried, and so on until one value is left.  The result depends on the
 group's members alone, never on the order of the rows, the threads or
-the atomics; the host (numba, a thread a group) and the device (whole-array
-rounds, each halving every group) do the same additions, so they give the
-same bits.  The work is linear in the number of members, with no
+the atomics; the host (numba, a thread a group), the whole-array rounds
+(``segment_sums_xp``, each halving every group) and the device
+(``kernels.cuda.fof_products.member_sums``: 32 members a thread, their
+values formed in registers, then rounds 32 to one) do the same additions,
+so they give the same bits.  The work is linear in the number of members, with no
 contention: a group of 10^7 members costs what 10^5 groups of 100 do
 (float64 atomics into a few very large groups serialise on one address).
 """

@@ -171,11 +171,14 @@ struct ValueItem {
     }
 };
 
+// (At most 128 registers, so that two blocks of 256 threads share an SM:
+// the chunks' gathers wait on memory, and more warps hide more of it.)
+
 // The first round: chunk t of group g (its members rows[start[g] ..
 // start[g] + length[g]) in (label, row) order) summed from the points,
 // out (K, C) float64, one row a chunk.
 template <typename TP, typename TV, typename TM, int D, bool VEL, bool MASS>
-__global__ void fof_member_sums(const TP* __restrict__ points,
+__global__ void __launch_bounds__(256, 2) fof_member_sums(const TP* __restrict__ points,
                                 const long long* __restrict__ shift,
                                 const double* __restrict__ box,
                                 const TV* __restrict__ velocities,
@@ -201,7 +204,7 @@ __global__ void fof_member_sums(const TP* __restrict__ points,
 // The later rounds: chunk t of group g over values (K', C) (the previous
 // round's chunks, group after group), into out (K, C).
 template <int C>
-__global__ void fof_value_sums(const double* __restrict__ values,
+__global__ void __launch_bounds__(256, 2) fof_value_sums(const double* __restrict__ values,
                                const long long* __restrict__ start,
                                const long long* __restrict__ length,
                                const long long* __restrict__ cstart, long long G,
