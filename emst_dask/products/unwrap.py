@@ -2,9 +2,10 @@
 
 Every member of a group is moved by whole box lengths (its image shift) so
 that the group is one piece (see ``_images`` for why the tree's edges make
-this exact).  ``image_shifts_xp`` is the whole-array version (CuPy on the
-device; it also runs with numpy), ``image_shifts_host`` the numba one,
-``image_shifts_any`` picks by where the points are.
+this exact).  ``image_shifts_xp`` is the device version (on CuPy a few
+kernels, ``kernels.cuda.fof_products``; with numpy the same steps as
+whole-array operations, the reference), ``image_shifts_host`` the numba
+one, ``image_shifts_any`` picks by where the points are.
 """
 from __future__ import annotations
 
