@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import InputError
 from .catalogue import FoFCatalogue
-from .unwrap import group_sizes, group_tally, image_shifts_any, smallest_rows
+from .unwrap import group_sizes, group_tally, image_shifts_any
 from .cuts import fof_labels
 from .group_sums import member_rows, segment_sums
 from .tree_checks import check_same_box
