@@ -162,7 +162,7 @@ def _threads_split_task(block, partitioning, frame, exponent):
     return split_block_xp(OtherNumpy(), np.asarray, block, partitioning, frame, exponent)
 
 
-def _threads_exchange_task(uid, timeout, plan, rank, partitioning, *splits):
+def _threads_exchange_task(uid, timeout, plan, rank, place, partitioning, *splits):
     from emst_dask.distributed.nccl import ExchangeFailed
 
     if rank in _FAIL_RANK:
@@ -263,3 +263,62 @@ def test_boxes_assigned_level_by_level():
         part = choose_partitioning(pts.astype(np.float64), P)
         np.testing.assert_array_equal(assign_boxes_xp(OtherNumpy(), part, pts),
                                       assign_boxes(part, pts))
+
+
+def test_a_rank_rerun_on_another_worker_refuses_at_once():
+    """A rank's exchange task rerun on a worker other than its own (its
+    worker lost after the exchange) refuses at once, naming both, rather
+    than waiting for peers that will not answer."""
+    from distributed import Client, LocalCluster
+
+    from emst_dask.distributed import nccl
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        a, b = sorted(client.scheduler_info()["workers"])
+        fut = client.submit(nccl.exchange_task, b"id", 30.0, None, 1, b, None,
+                            workers=[a], pure=False)
+        with pytest.raises(nccl.ExchangeFailed, match="belongs on"):
+            fut.result(timeout=60)
+
+
+def test_a_lost_exchange_reruns_the_job_through_dask(monkeypatch):
+    """``ExchangeFailed`` out of a job (boxes of the exchange lost with a
+    worker afterwards) runs the job once more with the shuffle through
+    Dask; a second failure is raised."""
+    import dask.config
+
+    from emst_dask.distributed import partitioned as driver
+    from emst_dask.distributed.nccl import EXCHANGE_KEY, ExchangeFailed
+
+    calls = []
+
+    def fake_run(*args, **kwargs):
+        calls.append(dask.config.get(EXCHANGE_KEY, "auto"))
+        if len(calls) == 1:
+            raise ExchangeFailed("rank 1 lost")
+        return "tree"
+
+    monkeypatch.setattr(driver, "_run", fake_run)
+    monkeypatch.setattr("emst_dask.distributed.client.workers_of", lambda client: ["w"])
+
+    class FakeClient:
+        def as_current(self):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+    assert driver.emst_partitioned(None, client=FakeClient(), partitions=2) == "tree"
+    assert calls == ["auto", "dask"]
+
+    calls.clear()
+
+    def always(*args, **kwargs):
+        calls.append(dask.config.get(EXCHANGE_KEY, "auto"))
+        raise ExchangeFailed("again")
+
+    monkeypatch.setattr(driver, "_run", always)
+    monkeypatch.setattr(driver, "lost_error", lambda *a, **k: None)
+    with pytest.raises(ExchangeFailed):
+        driver.emst_partitioned(None, client=FakeClient(), partitions=2)
+    assert calls == ["auto", "dask"]

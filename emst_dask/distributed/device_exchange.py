@@ -41,7 +41,8 @@ _LOCK = threading.Lock()
 def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
                     min_samples: int):
     """``Executor.exchange`` of a ``DaskExecutor``: (box handles, bytes
-    moved, "nccl", per rank the seconds of its steps), or None where the exchange is not taken or failed.
+    moved, "nccl", per rank the seconds of its steps), or None where the
+    exchange is not taken or failed.
 
     Parameters
     ----------
@@ -92,10 +93,14 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
     try:
         uid = _uid(client, key, places[0])
         wait_s = nccl.timeout_s()
+        # other workers allowed: a rank rerun elsewhere (its worker lost
+        # after the exchange) refuses at once, and the job reruns through
+        # Dask, rather than waiting for a worker that will not come back
         done += [client.submit(refusing(nccl.exchange_task), uid, wait_s, plan, r,
-                               partitioning, *[split[i] for i in plan.blocks_of(r)],
+                               places[r], partitioning,
+                               *[split[i] for i in plan.blocks_of(r)],
                                key=ex._key("exchange", r), workers=[places[r]],
-                               allow_other_workers=False, pure=False)
+                               allow_other_workers=True, pure=False)
                  for r in range(len(places))]
         boxes += [ex.item(done[plan.box_rank[k]], k, box=k) for k in range(P)]
         ex.wait(boxes)

@@ -176,18 +176,24 @@ def forget(uid) -> None:
         comm.abort()
 
 
-def exchange_task(uid, timeout, plan, rank, partitioning, *splits):
+def exchange_task(uid, timeout, plan, rank, place, partitioning, *splits):
     """The shuffle's step on rank ``rank``'s worker: {box: Box} on its GPU,
     and under "seconds" the wall seconds of its steps.
 
     ``timeout`` (seconds) bounds each wait for the peers (the driver's
-    ``timeout_s``); ``splits`` are the ``steps.split_block`` results of the
-    blocks the plan places on this rank, in the plan's order."""
+    ``timeout_s``); ``place`` is the worker the rank belongs on (elsewhere
+    the task refuses at once: its peers are not there to answer);
+    ``splits`` are the ``steps.split_block`` results of the blocks the plan
+    places on this rank, in the plan's order."""
     from ..kernels import get_kernels
     from ..partitioned.exchange import exchange_boxes
     from .worker import apply_settings
 
     apply_settings()
+    here = _worker_address()
+    if here is not None and here != place:
+        raise ExchangeFailed(f"NCCL rank {rank} belongs on {place}, not on {here} (its worker "
+                             "was lost after the exchange)")
     K = get_kernels("cuda")
     mine = dict(zip(plan.blocks_of(rank), splits))
     try:
@@ -216,6 +222,16 @@ def split_task(block, partitioning, frame, exponent):
     apply_settings()
     K = get_kernels("cuda")
     return split_block_xp(K.xp, K.to_device, block, partitioning, frame, exponent)
+
+
+def _worker_address():
+    """This worker's address (None outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except ValueError:
+        return None
 
 
 def forget_task(uid) -> None:

@@ -25,6 +25,7 @@ import operator
 import time
 import uuid
 
+import dask.config
 import numpy as np
 
 from ..engine.scaling import float32_holds
@@ -40,6 +41,7 @@ from ..partitioned.edges import Edges
 from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
 from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
+from .nccl import EXCHANGE_KEY, ExchangeFailed
 from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
                      unwrap_all, workers_died)
 from .partitioned_output import gather_output, write_output
@@ -264,6 +266,7 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
     from ..distributed.client import workers_of
 
     name = "partitioned" if name is None else str(name)
+    settings = {}
     attempt = 0
     reruns = 0
     ended = None
@@ -276,11 +279,20 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
                 wait_for_a_worker(client, [name], output)
                 continue
             try:
-                with client.as_current():
+                with client.as_current(), dask.config.set(settings):
                     return _run(source, client, workers, partitions, min_samples, backend,
                                 sort_by_weight, output, max_rounds, seed, box_size)
             except InputError:
                 raise
+            except ExchangeFailed as exc:
+                # boxes assembled by the device exchange were lost after it (a
+                # worker gone): the job runs again, shuffling through Dask
+                if settings:
+                    raise
+                log.warning("partitioned job: %s; running it again with the shuffle through "
+                            "Dask", exc)
+                settings = {EXCHANGE_KEY: "dask"}
+                continue
             except WorkerGone as gone:
                 reruns += 1
                 allowed = allowed_failures()

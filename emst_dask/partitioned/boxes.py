@@ -226,11 +226,18 @@ def face_distances(part: Partitioning, k: int, points) -> np.ndarray:
     """(n,) float64 distance from each point of box k to its nearest face
     shared with another box (+inf when the box shares none); one parallel
     pass, in float64."""
+    use_lo, use_hi = shared_faces(part, k)
+    return _face_distances(np.ascontiguousarray(points), part.lo[k], part.hi[k], use_lo, use_hi)
+
+
+def shared_faces(part: Partitioning, k: int):
+    """((d,) bool, (d,) bool): which of box k's low and high faces it
+    shares with another box."""
     lo, hi = part.lo[k], part.hi[k]
     use_lo, use_hi = lo > part.global_lo, hi < part.global_hi
     if part.period is not None:  # a global face is shared with the opposite end's box
         use_lo, use_hi = use_lo | use_hi, use_lo | use_hi
-    return _face_distances(np.ascontiguousarray(points), lo, hi, use_lo, use_hi)
+    return use_lo, use_hi
 
 
 def certificate_distances(b: np.ndarray, dtype, d: int) -> np.ndarray:

@@ -260,14 +260,12 @@ def assign_boxes_xp(xp, part: Partitioning, points):
 def face_distances_xp(xp, part: Partitioning, k: int, points):
     """``boxes.face_distances`` on ``xp``'s arrays: the same float64
     operations, so the same bits."""
-    from .boxes import face_distances
+    from .boxes import face_distances, shared_faces
 
     if xp is np:
         return face_distances(part, k, points)
     lo, hi = part.lo[k], part.hi[k]
-    use_lo, use_hi = lo > part.global_lo, hi < part.global_hi
-    if part.period is not None:
-        use_lo, use_hi = use_lo | use_hi, use_lo | use_hi
+    use_lo, use_hi = shared_faces(part, k)
     out = xp.full(points.shape[0], np.inf, xp.float64)
     for a in range(points.shape[1]):
         if use_lo[a] or use_hi[a]:
