@@ -10,6 +10,18 @@ def to_host(a):
     return a.get() if is_device_array(a) else a
 
 
+def array_module(a):
+    """The array module of ``a``: numpy for numpy arrays (and anything that
+    is not a CuPy array), else cupy."""
+    if isinstance(a, np.ndarray):
+        return np
+    try:
+        import cupy
+    except ImportError:  # pragma: no cover - no CuPy: everything is host
+        return np
+    return cupy.get_array_module(a)
+
+
 def is_device_array(a) -> bool:
     """Whether ``a`` is a GPU array (CuPy, or anything with the CUDA array
     interface) rather than a numpy one."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import array_module
 from ..engine.boruvka import MAX_DIM
 from ..errors import InputError
 
@@ -134,7 +135,7 @@ def check_finite(block, row_offset: int = 0, where: str = "points", hint: str = 
     hint : str
         Appended to the message (a stored chunk: "it may be corrupt").
     """
-    xp = np if isinstance(block, np.ndarray) else _array_module(block)
+    xp = array_module(block)
     bad_rows = ~xp.isfinite(block).all(axis=1)
     count = int(bad_rows.sum())
     if count:
@@ -142,15 +143,6 @@ def check_finite(block, row_offset: int = 0, where: str = "points", hint: str = 
         raise InputError(
             f"{where} contains {count} row(s) with NaN or inf; first bad row is "
             f"{first}{hint}")
-
-
-def _array_module(a):
-    try:
-        import cupy
-
-        return cupy.get_array_module(a)
-    except ImportError:  # pragma: no cover
-        return np
 
 
 def check_unmasked(data, where: str, row_offset: int = 0):
@@ -254,7 +246,7 @@ def check_in_box(block, box_size, row_offset: int = 0, where: str = "points"):
     """
     if box_size is None or block.size == 0:
         return
-    xp = np if isinstance(block, np.ndarray) else _array_module(block)
+    xp = array_module(block)
     L = xp.asarray(box_size)
     # compared in float64: a float32 coordinate equal to L after rounding is out
     out = (block < 0) | (block.astype(np.float64, copy=False) >= L)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..arrays import is_device_array, to_host
+from ..arrays import array_module, is_device_array, to_host
 from ..engine import boruvka
 from ..engine.order import strict_edge_order
 from ..engine.scaling import bit_range, rescale_exact
@@ -51,9 +51,7 @@ class BoxResult:
         ``idx`` (numpy; the rows' labels gathered where they are)."""
         rows = self.label_rows
         if is_device_array(rows):
-            import cupy
-
-            at = rows[cupy.asarray(idx)]
+            at = rows[array_module(rows).asarray(idx)]
             if is_device_array(self.gids):
                 return self.gids[at].get()
             return self.gids[at.get()]
@@ -106,8 +104,7 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     del pts  # the certificate's arrays take its place
     K.synchronize()
     t1 = time.perf_counter()
-    fxp = xp if is_device_array(face) else np
-    alone = not bool(fxp.isfinite(face).any())  # shares no face: its MST is final
+    alone = not bool(array_module(face).isfinite(face).any())  # no shared face: MST final
     t_order = 0.0
     if alone:
         certified = None

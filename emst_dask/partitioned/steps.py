@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..arrays import is_device_array, to_host
+from ..arrays import array_module, is_device_array, to_host
 from ..engine import core_distances2
 from ..io.checks import check_exact_integers, check_finite, check_in_box
 from ..io.staging import default_threads
@@ -258,39 +258,25 @@ def outgoing(box: Box, solved, partitioning: Partitioning, radius: float) -> dic
     """Box k's shell (under key k) and its ghosts for every other box,
     each point with its super-vertex."""
     res: BoxResult = solved[0]
-    points, gids, face = box.points, box.gids, box.face
+    points, gids, face, core = box.points, box.gids, box.face, box.core
+    rows = None  # box rows of the points below, when only the shell came over
     if is_device_array(face):  # a box assembled on the device: its shell comes over
-        shell = device_shell(face, radius)
-        rows = xp_of(face).asarray(shell)
-        points, gids = to_host(points[rows]), to_host(gids[rows])
-        face = to_host(face[rows])
-        shell_local, out = shell_and_ghosts(partitioning, box.k, points, face, radius)
-        pieces = {box.k: shell_local}
-        pieces.update(out)
-        return {j: Piece(points[idx], gids[idx], res.super_labels_of(shell[idx]), None)
-                for j, idx in pieces.items()}
+        rows = device_shell(face, radius)
+        at = array_module(face).asarray(rows)
+        points, gids, face = to_host(points[at]), to_host(gids[at]), to_host(face[at])
     shell, out = shell_and_ghosts(partitioning, box.k, points, face, radius)
     pieces = {box.k: shell}
     pieces.update(out)
-    core = box.core
-    return {j: Piece(points[idx], gids[idx], res.super_labels_of(idx),
+    return {j: Piece(points[idx], gids[idx],
+                     res.super_labels_of(idx if rows is None else rows[idx]),
                      None if core is None else core[idx]) for j, idx in pieces.items()}
 
 
 def device_shell(face, radius: float) -> np.ndarray:
     """(s,) int64 numpy rows of a device box whose face distance is at most
     R (with ``shell_and_ghosts``' slack): the shell, ascending."""
-    xp = xp_of(face)
+    xp = array_module(face)
     return to_host(xp.flatnonzero(face <= shell_radius(radius))).astype(np.int64, copy=False)
-
-
-def xp_of(a):
-    """The array module of ``a`` (cupy for a device array, else numpy)."""
-    if is_device_array(a):
-        import cupy
-
-        return cupy
-    return np
 
 
 def connect(box: Box, solved, min_samples: int, backend: str, *pieces) -> Edges:

@@ -12,19 +12,9 @@ import numbers
 
 import numpy as np
 
+from ..arrays import array_module
 from ..errors import InputError
 from ..engine.order import strict_edge_order
-
-
-def array_module(a):
-    """numpy for numpy arrays (and anything that is not a CuPy array), else cupy."""
-    if isinstance(a, np.ndarray):
-        return np
-    try:
-        import cupy
-    except ImportError:  # pragma: no cover - no CuPy: everything is host
-        return np
-    return cupy.get_array_module(a)
 
 
 def check_count(n) -> int:
