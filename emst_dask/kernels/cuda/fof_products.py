@@ -53,7 +53,15 @@ def _floats(a):
 
     if a.dtype not in _CTYPE:
         a = a.astype(cupy.float64)
-    return cupy.ascontiguousarray(a), _CTYPE[a.dtype]
+    return _device(a), _CTYPE[a.dtype]
+
+
+def _device(a, dtype=None):
+    """``a`` as a C-contiguous device array; a host array (a box's sides,
+    say) is copied over, which ``cupy.ascontiguousarray`` refuses."""
+    import cupy
+
+    return cupy.ascontiguousarray(cupy.asarray(a, dtype=dtype))
 
 
 def _null():
@@ -80,10 +88,10 @@ def nearest_shifts(points, raw, first, keep, box):
     points, tp = _floats(points)
     shift = cupy.empty((n, d), cupy.int64)
     _run(f"fof_nearest_shifts<{tp}>", n,
-         (points, np.int64(n), np.int32(d), cupy.ascontiguousarray(raw, dtype=cupy.int64),
-          cupy.ascontiguousarray(first, dtype=cupy.int64),
-          _null() if keep is None else cupy.ascontiguousarray(keep, dtype=bool),
-          cupy.ascontiguousarray(box, dtype=cupy.float64), shift))
+         (points, np.int64(n), np.int32(d), _device(raw, dtype=cupy.int64),
+          _device(first, dtype=cupy.int64),
+          _null() if keep is None else _device(keep, dtype=bool),
+          _device(box, dtype=cupy.float64), shift))
     return shift
 
 
@@ -112,11 +120,11 @@ def edge_states(source, target, weight, b, keep, points, box, shift):
     state = cupy.empty(m, cupy.uint8)
     count = cupy.zeros(1, cupy.uint64)
     _run(f"fof_edge_states<{tp}, {tw}>", m,
-         (cupy.ascontiguousarray(source, dtype=cupy.int64),
-          cupy.ascontiguousarray(target, dtype=cupy.int64), weight, np.int64(m),
-          np.float64(b), _null() if keep is None else cupy.ascontiguousarray(keep, dtype=bool),
-          points, np.int32(d), cupy.ascontiguousarray(box, dtype=cupy.float64),
-          cupy.ascontiguousarray(shift, dtype=cupy.int64), state, count))
+         (_device(source, dtype=cupy.int64),
+          _device(target, dtype=cupy.int64), weight, np.int64(m),
+          np.float64(b), _null() if keep is None else _device(keep, dtype=bool),
+          points, np.int32(d), _device(box, dtype=cupy.float64),
+          _device(shift, dtype=cupy.int64), state, count))
     return state, int(count[0]) if m else 0
 
 
@@ -160,18 +168,18 @@ def member_sums(points, rows, length, ref, shift=None, box=None, velocities=None
     points, tp = _floats(points)
     vel, tv = (None, "float") if velocities is None else _floats(velocities)
     mass, tm = (None, "float") if masses is None else _floats(masses)
-    length = cupy.ascontiguousarray(length, dtype=cupy.int64)
+    length = _device(length, dtype=cupy.int64)
     start = cupy.cumsum(length) - length
     cstart = _chunks(length)
     K = int(cstart[-1])
     out = cupy.empty((K, c), cupy.float64)
     name = (f"fof_member_sums<{tp}, {tv}, {tm}, {d}, {str(vel is not None).lower()}, "
             f"{str(mass is not None).lower()}>")
-    _run(name, K, (points, _null() if shift is None else cupy.ascontiguousarray(shift),
-                   _null() if box is None else cupy.ascontiguousarray(box, dtype=cupy.float64),
+    _run(name, K, (points, _null() if shift is None else _device(shift),
+                   _null() if box is None else _device(box, dtype=cupy.float64),
                    _null() if vel is None else vel, _null() if mass is None else mass,
-                   cupy.ascontiguousarray(rows, dtype=cupy.int64), start, length,
-                   cupy.ascontiguousarray(ref, dtype=cupy.int64), cstart, np.int64(G),
+                   _device(rows, dtype=cupy.int64), start, length,
+                   _device(ref, dtype=cupy.int64), cstart, np.int64(G),
                    np.int64(K), out))
     while K > G:  # the chunks' sums, 32 to one, until one a group
         length = cstart[1:] - cstart[:-1]
