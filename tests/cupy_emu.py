@@ -223,12 +223,12 @@ def emulated_cupy():
 def _cached_kernels():
     """The products' cached CuPy modules and kernels (cleared around an
     emulated run, so that neither sees the other's)."""
-    from emst_dask.kernels.cuda import (branches, clusters, dendrogram, edge_order, input_checks,
-                                        union_find)
+    from emst_dask.kernels.cuda import (branches, clusters, dendrogram, edge_order,
+                                        fof_products, input_checks, union_find)
     from emst_dask.products.hdbscan import device, device_prediction
 
-    mods = (branches, clusters, dendrogram, edge_order, input_checks, union_find, device,
-            device_prediction)
+    mods = (branches, clusters, dendrogram, edge_order, fof_products, input_checks, union_find,
+            device, device_prediction)
     return [f for m in mods for f in vars(m).values()
             if callable(f) and hasattr(f, "cache_clear") and getattr(f, "__module__", "")
             == m.__name__]

@@ -15,9 +15,21 @@ import pytest
 from emst_dask.datasets import GENERATORS
 from emst_dask.partitioned import steps
 from emst_dask.partitioned.boxes import choose_partitioning
-from emst_dask.partitioned.exchange import (exchange_boxes, face_distances_xp, make_plan,
-                                            pack)
+from emst_dask.partitioned.exchange import (assign_boxes_xp, exchange_boxes, face_distances_xp,
+                                            make_plan, pack, split_block_xp)
 from emst_dask.partitioned.boxes import face_distances
+
+
+class OtherNumpy:
+    """numpy as an array module other than numpy (the device branches
+    run), with CuPy's stable argsort."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def argsort(a):
+        return np.argsort(a, kind="stable")
 
 
 class ThreadComm:
@@ -126,10 +138,6 @@ def test_plan_refuses_a_rank_outside():
 def test_face_distances_on_any_array_module(period):
     """The array-module version has the numba version's bits (here on a
     stand-in module other than numpy: the same operations)."""
-    class OtherNumpy:
-        def __getattr__(self, name):
-            return getattr(np, name)
-
     pts = GENERATORS["halos"](30_000, 3, 2)
     part = choose_partitioning(pts.astype(np.float64), 5)
     if period is not None:
@@ -148,6 +156,10 @@ def test_face_distances_on_any_array_module(period):
 # ---------------------------------------------------------------------------
 _QUEUES: dict = {}
 _FAIL_RANK: list = []
+
+
+def _threads_split_task(block, partitioning, frame, exponent):
+    return split_block_xp(OtherNumpy(), np.asarray, block, partitioning, frame, exponent)
 
 
 def _threads_exchange_task(uid, timeout, plan, rank, place, partitioning, *splits):
@@ -174,6 +186,7 @@ def threads_client(monkeypatch):
     monkeypatch.setattr(nccl, "ready", lambda backend: True)
     monkeypatch.setattr(nccl, "unique_id", lambda: f"threads-{next(ids)}".encode())
     monkeypatch.setattr(nccl, "exchange_task", _threads_exchange_task)
+    monkeypatch.setattr(nccl, "split_task", _threads_split_task)
     monkeypatch.setattr(device_exchange, "_UIDS", {})
     with LocalCluster(n_workers=3, threads_per_worker=2, processes=False,
                       dashboard_address=None) as cluster, Client(cluster) as client:
@@ -204,6 +217,52 @@ def test_the_dask_driver_of_the_exchange(threads_client, fail):
     check_spanning_tree(tree, pts)
     assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
     np.testing.assert_allclose(tree.total_weight, ref.total_weight, rtol=1e-9)
+
+
+@pytest.mark.parametrize("case", ["float32", "float64", "float32-in-float64", "scaled",
+                                  "periodic", "lattice"])
+def test_split_on_the_device_equals_the_host_split(case):
+    """``split_block_xp`` (boxes assigned level by level, rows grouped by a
+    stable sort, ids made on the device) gives ``steps.split_block``'s
+    pieces: the same rows in the same order, the same bits."""
+    rng = np.random.default_rng(3)
+    pts = GENERATORS["halos"](20_000, 3, 1)
+    frame, exponent = pts.dtype.str, 0
+    if case == "float64":
+        pts = pts.astype(np.float64)
+        frame = pts.dtype.str
+    elif case == "float32-in-float64":
+        frame = np.dtype(np.float64).str
+    elif case == "scaled":
+        pts = (pts.astype(np.float64) * 1e-160)
+        frame, exponent = pts.dtype.str, 520
+    elif case == "lattice":
+        pts = rng.integers(0, 5, (20_000, 3)).astype(np.float32)  # points on the splits
+    part = choose_partitioning(np.ldexp(pts.astype(np.float64), exponent), 5)
+    if case == "periodic":
+        from dataclasses import replace
+
+        part = replace(part, period=np.ones(3))
+    block = steps.Block(1234, pts)
+    want = steps.split_block(block, part, frame, exponent)
+    got = split_block_xp(OtherNumpy(), np.asarray, block, part, frame, exponent)
+    assert sorted(got) == sorted(want) == list(range(5))
+    assert sum(len(p.gids) for p in got.values()) == len(pts)
+    for k in want:
+        np.testing.assert_array_equal(got[k].gids, want[k].gids)
+        assert got[k].points.dtype == want[k].points.dtype
+        np.testing.assert_array_equal(got[k].points.view(np.uint8),
+                                      want[k].points.view(np.uint8))
+
+
+def test_boxes_assigned_level_by_level():
+    from emst_dask.partitioned.boxes import assign_boxes
+
+    pts = GENERATORS["uniform"](50_000, 2, 4)
+    for P in (1, 2, 3, 7, 16):
+        part = choose_partitioning(pts.astype(np.float64), P)
+        np.testing.assert_array_equal(assign_boxes_xp(OtherNumpy(), part, pts),
+                                      assign_boxes(part, pts))
 
 
 def test_a_rank_rerun_on_another_worker_refuses_at_once():

@@ -213,3 +213,90 @@ def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
     np.testing.assert_array_equal(by_edge(trees["nccl"]).view(np.uint8),
                                   by_edge(trees["dask"]).view(np.uint8))
     assert np.isclose(trees["nccl"].total_weight, ref.total_weight, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# phase 2's reductions on the device
+# --------------------------------------------------------------------------
+def _big_graph(rng, m, n_super, dtype, levels):
+    """m candidate edges between random global ids below 2**32 (and beyond
+    with ``offset``), super-vertices drawn from n_super labels, few weight
+    levels (ties everywhere), 5% exact copies, some self-loops."""
+    from emst_dask.partitioned.edges import Edges
+
+    labels = rng.choice(1 << 31, n_super, replace=False).astype(np.int64)
+    su, sv = labels[rng.integers(0, n_super, (2, m))]
+    u, v = rng.integers(0, 1 << 31, (2, m))
+    w2 = (rng.integers(0, levels, m) ** 2).astype(dtype)
+    dup = np.flatnonzero(rng.random(m) < 0.05)
+    src = rng.integers(0, m, dup.shape[0])
+    for a in (u, v, w2, su, sv):
+        a[dup] = a[src]
+    return Edges(u, v, w2, su, sv)
+
+
+def _sorted_records(e):
+    """The records as columns sorted by (u, v, weight bits, su, sv)."""
+    get = [np.asarray(a.get() if hasattr(a, "get") else a) for a in (e.u, e.v, e.w2, e.su, e.sv)]
+    bits = get[2].view(np.uint32 if get[2].dtype == np.float32 else np.uint64)
+    cols = [get[0], get[1], bits, get[3], get[4]]
+    o = np.lexsort(cols[::-1])
+    return [c[o] for c in cols]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n_super,levels", [(1, 2, 1), (1000, 300, 3), (2_000_000, 900_000, 50),
+                                              (4_000_000, 400_000, 4000)])
+def test_device_msf_equals_host_kruskal(dtype, m, n_super, levels):
+    """``minimum_spanning_forest_xp`` in CuPy gives host Kruskal's forest,
+    record for record and bit for bit, at phase 2's sizes (millions of
+    candidates, ties, copies, self-loops, super-vertices left apart)."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    import cupy as cp
+
+    from emst_dask.partitioned.edges import minimum_spanning_forest, minimum_spanning_forest_xp
+
+    e = _big_graph(np.random.default_rng(m), m, n_super, dtype, levels)
+    want = minimum_spanning_forest(e)
+    got = minimum_spanning_forest_xp(cp, e.to(cp.asarray))
+    assert isinstance(got.u, cp.ndarray)
+    for a, b in zip(_sorted_records(got), _sorted_records(want)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("min_samples", [1, 5])
+def test_device_connect_box_equals_host(min_samples):
+    """``connect_box`` on the GPU (the engine's edges kept on the device,
+    candidates reduced there) gives the CPU path's forest, bit for bit,
+    as host Edges; ``spanning_forest_on`` on the GPU equals host Kruskal."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    from emst_dask.partitioned import steps
+    from emst_dask.partitioned.edges import Edges
+
+    rng = np.random.default_rng(min_samples)
+    pts = GENERATORS["halos"](200_000, 3, 8).astype(np.float32)
+    m = len(pts)
+    gids = np.sort(rng.choice(1 << 33, m, replace=False)).astype(np.int64)  # beyond 32 bits
+    cell = np.floor((pts - pts.min(0)) / np.ptp(pts, 0) * 40).astype(np.int64)
+    _, group = np.unique(cell, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    first = np.full(group.max() + 1, -1, np.int64)
+    first[group[::-1]] = gids[::-1]                       # each cell's first id
+    labels = first[group]
+    core = steps._core2(pts, min_samples, "cpu") if min_samples > 1 else None
+    a, b = rng.integers(0, m, (2, 5000))
+    unc = Edges(gids[a], gids[b], rng.integers(0, 3, 5000).astype(np.float32),
+                labels[a], labels[b])
+    host = steps.connect_box(pts, gids, labels, unc, "cpu", min_samples, core)
+    dev = steps.connect_box(pts, gids, labels, unc, "cuda", min_samples, core)
+    assert isinstance(dev.u, np.ndarray) and len(host) > 1000
+    for x, y in zip(_sorted_records(dev), _sorted_records(host)):
+        np.testing.assert_array_equal(x, y)
+    parts = [host, _big_graph(rng, 100_000, 50_000, np.float32, 20)]
+    want = steps.spanning_forest("<f4", *parts)
+    got = steps.spanning_forest_on("cuda", "<f4", *parts)
+    assert isinstance(got.u, np.ndarray)
+    for x, y in zip(_sorted_records(got), _sorted_records(want)):
+        np.testing.assert_array_equal(x, y)

@@ -1,7 +1,8 @@
-"""Phase 1's device path without a GPU: the partitioned EMST's ``xp is not
-np`` branches (the certified edges gathered to global ids and kept where
-the engine ran, the weights converted there, the float64 strict order of
-one sort and its ties, the Borůvka certificate) run with ``cupy_emu``
+"""Phases 1 and 2's device path without a GPU: the partitioned EMST's ``xp
+is not np`` branches (the certified edges gathered to global ids and kept
+where the engine ran, the weights converted there, the float64 strict order
+of one sort and its ties, the Borůvka certificate, phase 2's candidates
+chosen and reduced on the device by Borůvka rounds) run with ``cupy_emu``
 standing in for CuPy and the CUDA kernels built with g++.  Held to the
 host path bit for bit: the same edges, the same bits of every weight, the
 same super-vertices.  Races and the real device's arithmetic are the GPU
@@ -23,6 +24,7 @@ from emst_dask.engine.scaling import (rescale_exact, stays_normal, weights_exact
                                       weights_from_squares)
 from emst_dask.kernels import get_kernels
 from emst_dask.partitioned.boxes import assign_boxes, choose_partitioning, face_distances
+from emst_dask.partitioned.edges import Edges
 from emst_dask.partitioned.local import emst_partitioned
 
 from cuda_emu import EmuBackend
@@ -119,13 +121,97 @@ def test_device_phase1_equals_host(device, name, pts, certificate):
             assert set(dev.seconds) >= {"engine", "order", "certificate", "edges"}
 
 
+@pytest.fixture
+def device_forests(device, monkeypatch):
+    """The array modules phase 2's device reductions ran with (a list)."""
+    seen = []
+    real = steps.minimum_spanning_forest_xp
+
+    def spy(xp, edges, *args, **kw):
+        seen.append(xp)
+        return real(xp, edges, *args, **kw)
+
+    monkeypatch.setattr(steps, "minimum_spanning_forest_xp", spy)
+    return seen
+
+
+def _records(e: Edges) -> list:
+    w = np.asarray(e.w2)
+    assert isinstance(w, np.ndarray) and w.dtype.kind == "f"
+    return sorted(zip(np.asarray(e.u).tolist(), np.asarray(e.v).tolist(),
+                      w.view(np.uint32 if w.dtype == np.float32 else np.uint64).tolist(),
+                      np.asarray(e.su).tolist(), np.asarray(e.sv).tolist()))
+
+
 @pytest.mark.parametrize("name,pts", [c for c in _clouds() if c[0] not in ("halos64", "small32")],
                          ids=lambda v: v if isinstance(v, str) else "")
-def test_device_partitioned_tree_is_the_one_box_tree(device, name, pts):
-    """The whole partitioned job on the (emulated) device: the one-box
-    tree's edges with the same bits of every weight; the rows in another
-    order give that order's one-box tree (ties are broken by row) and the
-    same weights."""
+@pytest.mark.parametrize("min_samples,period", [(1, None), (4, None), (1, 1.0)])
+def test_device_connect_box_equals_host(device_forests, name, pts, min_samples, period):
+    """``connect_box`` with backend="cuda": the candidates chosen and reduced
+    on the (emulated) device give the host path's forest, record for record
+    and bit for bit (host arrays), uncertified edges, equal weights, copies
+    of an edge and self-loops of super-vertices included."""
+    rng = np.random.default_rng(2)
+    pts = pts[:700]
+    if period is not None:  # the cloud in the unit box
+        lo, hi = pts.min(0), pts.max(0)
+        pts = ((pts - lo) / np.maximum(hi - lo, 1e-300) * 0.999).astype(pts.dtype)
+    m = len(pts)
+    gids = np.sort(rng.choice(10 * m, m, replace=False)).astype(np.int64)
+    # super-vertices: cells of a coarse grid (labelled by one of their points)
+    cell = np.floor((pts - pts.min(0)) / np.maximum(np.ptp(pts, 0), 1e-300) * 3).astype(np.int64)
+    _, group = np.unique(cell, axis=0, return_inverse=True)
+    first = {}
+    for i, g in enumerate(group.reshape(-1).tolist()):
+        first.setdefault(g, int(gids[i]))
+    labels = np.array([first[g] for g in group.reshape(-1).tolist()], np.int64)
+    core = None
+    box = None if period is None else np.full(pts.shape[1], period)
+    if min_samples > 1:
+        core = np.asarray(steps._core2(pts, min_samples, "cpu", box))
+    a, b = rng.integers(0, m, (2, 60))
+    w2 = rng.integers(0, 3, 60).astype(pts.dtype)
+    unc = Edges(gids[a], gids[b], w2, labels[a], labels[b])
+    unc = Edges.concat([unc, unc.take(np.arange(10))], pts.dtype)  # copies
+    for u in (unc, Edges.empty(pts.dtype)):
+        host = steps.connect_box(pts, gids, labels, u, "cpu", min_samples, core, box)
+        n = len(device_forests)
+        dev = steps.connect_box(pts, gids, labels, u, "cuda", min_samples, core, box)
+        assert len(device_forests) == n + 1 and device_forests[-1] is not np
+        assert all(isinstance(getattr(dev, f), np.ndarray) for f in ("u", "v", "w2", "su", "sv"))
+        assert len(host) > 0 and _records(dev) == _records(host)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_device_spanning_forest_equals_host(device_forests, dtype):
+    """``spanning_forest_on("cuda", ...)``: the boxes' forests joined on the
+    (emulated) device equal host Kruskal's (``spanning_forest``), host Edges
+    back; no forests give none; the CPU backend stays on the host."""
+    from test_spanning_forest import random_graph
+
+    rng = np.random.default_rng(int(np.dtype(dtype).itemsize))
+    for n_clusters in (1, 4):
+        e = random_graph(rng, 3000, 9000, dtype, n_clusters, levels=6)
+        parts = [e.take(np.arange(len(e))[k::3]) for k in range(3)] + [Edges.empty(dtype)]
+        want = steps.spanning_forest(np.dtype(dtype).str, *parts)
+        n = len(device_forests)
+        got = steps.spanning_forest_on("cuda", np.dtype(dtype).str, *parts)
+        assert len(device_forests) == n + 1 and device_forests[-1] is not np
+        assert len(want) > 100 and _records(got) == _records(want)
+        assert _records(steps.spanning_forest_on("cpu", np.dtype(dtype).str, *parts)) == \
+            _records(want)
+        assert len(device_forests) == n + 1
+    empty = steps.spanning_forest_on("cuda", np.dtype(dtype).str, Edges.empty(dtype))
+    assert len(empty) == 0 and empty.w2.dtype == dtype
+
+
+@pytest.mark.parametrize("name,pts", [c for c in _clouds() if c[0] not in ("halos64", "small32")],
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_device_partitioned_tree_is_the_one_box_tree(device_forests, name, pts):
+    """The whole partitioned job on the (emulated) device, phase 2's
+    reductions there too: the one-box tree's edges with the same bits of
+    every weight; the rows in another order give that order's one-box tree
+    (ties are broken by row) and the same weights."""
     pts = pts[:1500]  # the emulated kernels run their threads one by one
     pts = np.unique(pts, axis=0) if name.startswith("tiny") else pts
     perm = np.random.default_rng(1).permutation(len(pts))
@@ -141,12 +227,14 @@ def test_device_partitioned_tree_is_the_one_box_tree(device, name, pts):
             assert w == ref_w.get((a, b), ref_w.get((b, a)))
         sorted_weights.append(np.sort(tree.weight))
     np.testing.assert_array_equal(*sorted_weights)
+    assert device_forests and all(xp is not np for xp in device_forests)
 
 
-def test_device_mutual_reachability(device):
+def test_device_mutual_reachability(device_forests):
     pts = GENERATORS["halos"](1500, 3, 2).astype(np.float32)
     ref = emst(pts, min_samples=5, backend="cpu")
     tree = emst_partitioned(pts, 3, min_samples=5, backend="cuda")
+    assert device_forests
     assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
     np.testing.assert_array_equal(np.sort(tree.weight), np.sort(ref.weight))
 

@@ -57,6 +57,37 @@ def test_emulated_device_check_equals_host(fake_cupy, monkeypatch, chunk):
     assert "is not the tree" in _message(lambda: check_weights_xp(fake_cupy, tree, p, None))
 
 
+@pytest.mark.parametrize("chunk", [None, 700])
+def test_emulated_device_tree_in_few_chunks(fake_cupy, monkeypatch, chunk):
+    """A tree already on the device is checked ``CHECKED_DEVICE_EDGES`` at a
+    time, not ``CHECKED_EDGES`` (each chunk some ten launches): one kernel
+    launch for these 3,000 edges, and the host's message over several."""
+    from emst_dask.kernels.cuda import weights
+
+    calls = []
+    real = weights.weight_flags
+
+    def counted(*a):
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(weights, "weight_flags", counted)
+    monkeypatch.setattr(tree_checks, "CHECKED_EDGES", 100)
+    monkeypatch.setattr(tree_checks, "is_device_array", lambda a: True)  # the tree's arrays
+    if chunk:
+        monkeypatch.setattr(tree_checks, "CHECKED_DEVICE_EDGES", chunk)
+    tree, p, box = next(_cases())
+    m = int(tree.n_edges)
+    check_weights_xp(fake_cupy, tree, p, box, "the cloud")
+    assert len(calls) == (1 if chunk is None else -(-m // chunk))
+    q = p.copy()
+    q[[17, 2222]] = q[[5, 6]]
+    monkeypatch.setattr(tree_checks, "is_device_array", lambda a: False)
+    host = _message(lambda: check_weights_of(tree, q, box, "the cloud"))
+    monkeypatch.setattr(tree_checks, "is_device_array", lambda a: True)
+    assert _message(lambda: check_weights_xp(fake_cupy, tree, q, box, "the cloud")) == host
+
+
 def test_a_negative_row_is_refused():
     tree, p, box = next(_cases())
     tree.source = tree.source.copy()

@@ -8,11 +8,15 @@ worker's boxes, and assembles its own boxes on its GPU.  The plan (rows
 per block and box, who holds which block) comes from the blocks' sizes
 and Dask's ``who_has``, so the tasks exchange only points and ids.
 
+The blocks are split by box on the GPUs too (only their coordinates
+cross to the device; the global ids are made there), so a point crosses
+the host-device boundary once.
+
 Not taken (the pieces then move through Dask): the CPU backend, one
 worker, mutual reachability (its core distances run on host boxes), a
 worker without NCCL, or ``emst_dask.partitioned.exchange`` set to "dask".
 An exchange that fails (a worker gone, a timeout) is abandoned for the
-Dask shuffle of the same pieces.
+Dask shuffle, the blocks split on the host again.
 """
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ _UIDS: dict = {}
 _LOCK = threading.Lock()
 
 
-def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
+def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
+                    min_samples: int):
     """``Executor.exchange`` of a ``DaskExecutor``: (box handles, bytes
     moved, "nccl", per rank the seconds of its steps), or None where the
     exchange is not taken or failed.
@@ -42,9 +47,9 @@ def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
     Parameters
     ----------
     ex : DaskExecutor
-    split : list of futures of ``steps.split_block`` results, by block
+    blocks : list of futures of ``steps.Block``, by row
     partitioning : Partitioning
-    frame : the frame's dtype
+    frame : str, the frame's dtype; exponent : int, its power of two
     min_samples : int
     """
     mode = nccl.exchange_mode()
@@ -61,8 +66,19 @@ def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
                         "through Dask", nccl.EXCHANGE_KEY)
         return None
     P = partitioning.n_boxes
-    rows = ex.gather([ex.submit(steps.piece_rows, s, name=f"rows-{i}")
-                      for i, s in enumerate(split)])
+    # each block split by box on the GPU of the worker that read it
+    split = [client.submit(refusing(nccl.split_task), b, partitioning, frame, exponent,
+                           key=ex._key(f"dsplit-{i}", None), pure=False)
+             for i, b in enumerate(blocks)]
+    try:
+        rows = ex.gather([ex.submit(steps.piece_rows, s, name=f"rows-{i}")
+                          for i, s in enumerate(split)])
+    except InputError:
+        raise
+    except Exception as exc:  # a GPU error splitting: the host splits instead
+        log.warning("splitting on the GPUs failed (%s); the shuffle goes through Dask", exc)
+        client.cancel(split)
+        return None
     where = client.who_has(split)
     rank = {w: r for r, w in enumerate(places)}
     holders = [next((rank[w] for w in where.get(s.key, ()) if w in rank), None) for s in split]
@@ -93,7 +109,7 @@ def device_exchange(ex, split: list, partitioning, frame, min_samples: int):
         raise
     except Exception as exc:
         log.warning("the NCCL exchange failed (%s); the shuffle goes through Dask", exc)
-        client.cancel(done + boxes)
+        client.cancel(done + boxes + split)
         _forget(client, key, places)
         return None
     log.info("NCCL exchange, seconds per rank: %s",

@@ -213,6 +213,17 @@ def exchange_task(uid, timeout, plan, rank, place, partitioning, *splits):
         raise ExchangeFailed(f"NCCL exchange on rank {rank}: {exc}") from exc
 
 
+def split_task(block, partitioning, frame, exponent):
+    """``partitioned.exchange.split_block_xp`` on this worker's GPU."""
+    from ..kernels import get_kernels
+    from ..partitioned.exchange import split_block_xp
+    from .worker import apply_settings
+
+    apply_settings()
+    K = get_kernels("cuda")
+    return split_block_xp(K.xp, K.to_device, block, partitioning, frame, exponent)
+
+
 def _worker_address():
     """This worker's address (None outside a worker)."""
     try:

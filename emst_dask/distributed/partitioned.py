@@ -138,12 +138,12 @@ class DaskExecutor:
             if not set(workers_of(self.client)) & set(self.places):
                 raise WorkerGone(", ".join(self.places))
 
-    def exchange(self, split, partitioning, frame, min_samples):
+    def exchange(self, blocks, partitioning, frame, exponent, min_samples):
         """See ``Executor.exchange``: NCCL between the workers' GPUs
         (``device_exchange``) where they all have it, else None."""
         from .device_exchange import device_exchange
 
-        return device_exchange(self, split, partitioning, frame, min_samples)
+        return device_exchange(self, blocks, partitioning, frame, exponent, min_samples)
 
     def shuffle_bytes(self, split, boxes):
         """See ``Executor.shuffle_bytes``: pieces whose block and box no worker holds both of."""

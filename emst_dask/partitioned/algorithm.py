@@ -84,11 +84,14 @@ class Executor(Protocol):
         """Bytes of the pieces of ``split`` (one dict per block) that were
         made elsewhere than their box."""
 
-    def exchange(self, split: list, partitioning: Partitioning, frame, min_samples: int):
-        """(the boxes' handles assembled by the places' devices from
-        ``split`` in one exchange (``partitioned.exchange``), the bytes that
-        crossed, how they crossed, per place the seconds of its steps); None where the executor has no such
-        exchange (the pieces then move one by one)."""
+    def exchange(self, blocks: list, partitioning: Partitioning, frame: str, exponent: int,
+                 min_samples: int):
+        """(the boxes' handles: ``blocks`` taken to the frame and split by
+        box on the places' devices, and the boxes assembled there in one
+        exchange (``partitioned.exchange``), the bytes that crossed, how
+        they crossed, per place the seconds of its steps); None where the
+        executor has no such exchange (the blocks are then split on the
+        host and the pieces move one by one)."""
 
 
 @dataclass
@@ -219,14 +222,14 @@ def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, expon
     (by one exchange between the places' devices where the executor has
     one, else piece by piece)."""
     P = partitioning.n_boxes
-    split = [ex.submit(steps.split_block, b, partitioning, np.dtype(frame).str, exponent,
-                       name=f"split-{i}")
-             for i, b in enumerate(blocks)]
-    moved = ex.exchange(split, partitioning, frame, min_samples)
+    moved = ex.exchange(blocks, partitioning, np.dtype(frame).str, exponent, min_samples)
     if moved is not None:
         boxes, report.bytes_moved["shuffle"], report.shuffle_by, report.shuffle_steps = moved
         report.exchanges += 1
         return boxes
+    split = [ex.submit(steps.split_block, b, partitioning, np.dtype(frame).str, exponent,
+                       name=f"split-{i}")
+             for i, b in enumerate(blocks)]
     pieces = [[ex.item(s, k) for k in range(P)] for s in split]
     boxes = [ex.submit(steps.assemble_box, k, partitioning, *[p[k] for p in pieces], box=k,
                        name="box") for k in range(P)]
@@ -314,7 +317,7 @@ def connect_super_vertices(ex: Executor, boxes: list, solved: list, infos: list,
             incoming = [ex.item(out[j], b, box=j) for j in srcs]
             forests.append(ex.submit(steps.connect, boxes[b], solved[b], k, backend, *incoming,
                                      box=b, name=f"connect{r}"))
-        forest = ex.submit(steps.spanning_forest, np.dtype(dtype).str, *forests,
+        forest = ex.submit(steps.spanning_forest_on, backend, np.dtype(dtype).str, *forests,
                            name=f"forest{r}")
         count, longest2, nbytes = ex.gather([ex.submit(steps.forest_summary, forest)])[0]
         moved += nbytes

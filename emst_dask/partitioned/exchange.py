@@ -79,15 +79,21 @@ def make_plan(rows, block_rank, box_rank, ranks: int, d: int, dtype) -> Exchange
 
 
 def pack(plan: ExchangePlan, src: int, dst: int, splits: dict):
-    """(points (m, d), gids (m,) int64) host arrays of what rank ``src``
-    sends rank ``dst``: for each of ``src``'s blocks ascending, the pieces
+    """(points (m, d), gids (m,) int64) of what rank ``src`` sends rank
+    ``dst`` (host arrays, or device arrays for pieces split there): for each of ``src``'s blocks ascending, the pieces
     of ``dst``'s boxes ascending.  ``splits``: {block: {box: Piece}}."""
+    from ..arrays import is_device_array
     from .boxes import concat_rows
 
     parts = [splits[i][k] for i in plan.blocks_of(src) for k in plan.boxes_of(dst)]
     parts = [p for p in parts if len(p.gids)]
     if not parts:
         return np.zeros((0, plan.d), plan.dtype), np.zeros(0, np.int64)
+    if is_device_array(parts[0].gids):  # pieces split on the device
+        import cupy
+
+        return (cupy.concatenate([p.points for p in parts]).astype(plan.dtype, copy=False),
+                cupy.concatenate([p.gids for p in parts]))
     return (concat_rows([p.points for p in parts]).astype(plan.dtype, copy=False),
             concat_rows([p.gids for p in parts]).astype(np.int64, copy=False))
 
@@ -187,6 +193,68 @@ class _Clock:
         t = self._now()
         self.seconds[name] = t - self._t
         self._t = t
+
+
+def split_block_xp(xp, to_device, block, partitioning: Partitioning, frame: str,
+                   exponent: int) -> dict:
+    """``steps.split_block`` on ``xp``'s device: {box: Piece} of device
+    arrays, the same rows in the same order as the host's.
+
+    Only the block's coordinates cross to the device (the global ids are
+    made there); the frame's conversion (a cast, a power-of-two scaling)
+    is done on the host first when it changes anything, so that subnormal
+    values keep the host's bits.
+
+    Parameters
+    ----------
+    xp : the device's array module
+    to_device : copies a host array to the device
+    block : steps.Block (host rows)
+    partitioning : Partitioning
+    frame : str, the frame's dtype; exponent : int, its power of two
+    """
+    from ..arrays import stable_argsort, to_host
+    from .steps import Piece
+
+    points = block.points
+    if points.dtype != np.dtype(frame) or exponent:
+        points = points.astype(frame, copy=False)
+        if exponent:
+            points = np.ldexp(points, exponent).astype(frame, copy=False)
+    x = to_device(np.ascontiguousarray(points))
+    box = assign_boxes_xp(xp, partitioning, x)
+    P = partitioning.n_boxes
+    order = stable_argsort(xp, box)
+    counts = to_host(xp.bincount(box, minlength=P))
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    grouped = x[order]
+    gids = order.astype(xp.int64) + np.int64(block.start)
+    return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
+            for k in range(P)}
+
+
+def assign_boxes_xp(xp, part: Partitioning, points):
+    """``boxes.assign_boxes`` on ``xp``'s arrays: the bisection tree walked
+    level by level for all points at once, coordinates compared in float64
+    (``x < split`` goes left), as the host compares them."""
+    from .boxes import _split_arrays
+
+    n = points.shape[0]
+    if not part.splits or n == 0:
+        return xp.zeros(n, xp.int64)
+    axes, values, left, right = (xp.asarray(a) for a in _split_arrays(part))
+    out = xp.zeros(n, xp.int64)
+    rows = xp.arange(n, dtype=xp.int64)
+    node = xp.zeros(n, xp.int64)
+    for _ in range(len(part.splits) + 1):
+        if rows.shape[0] == 0:
+            break
+        x = points[rows, axes[node]].astype(xp.float64)
+        child = xp.where(x < values[node], left[node], right[node])
+        leaf = child < 0
+        out[rows[leaf]] = ~child[leaf]
+        rows, node = rows[~leaf], child[~leaf]
+    return out
 
 
 def face_distances_xp(xp, part: Partitioning, k: int, points):

@@ -48,7 +48,7 @@ class LocalExecutor:
         """See ``Executor.wait``: everything is computed already."""
         pass
 
-    def exchange(self, split, partitioning, frame, min_samples):
+    def exchange(self, blocks, partitioning, frame, exponent, min_samples):
         """See ``Executor.exchange``: none in one process."""
         return None
 

@@ -224,12 +224,40 @@ def run_engine(points, backend, min_samples, core=None, period=None):
     (source, target, w2): (m-1,) int64 local rows and squared weights in
     input units, on the host.
     """
-    K = get_kernels(backend)
-    pts = K.to_device(points)
-    res = boruvka(K, pts, min_samples, box_size=period,
-                  core_distances2=None if core is None else K.to_device(core))
+    K, res = _engine(points, backend, min_samples, core, period)
     to = K.to_host
     w2 = to(res.weight2)
     if res.exponent:
         w2 = np.ldexp(w2.astype(np.float64), -2 * res.exponent)
     return to(res.source), to(res.target), w2.astype(points.dtype, copy=False)
+
+
+def run_engine_device(points, backend, min_samples, core=None, period=None):
+    """``run_engine`` with its output kept where the engine ran.
+
+    Parameters
+    ----------
+    points : (m, d) float numpy array (or an array of the backend's ``xp``)
+    backend : {"cpu", "cuda"}
+    min_samples : int
+    core : (m,) squared core distances, optional
+    period : (d,) float64 lengths of a periodic box, optional
+
+    Returns
+    -------
+    (K, source, target, w2): the kernel set, and (m-1,) int64 local rows and
+    squared weights in input units (``points``' dtype), arrays of ``K.xp``
+    with the bits ``run_engine`` gives (``rescale_exact``: the rare weights
+    the device cannot convert exactly go through the host and back).
+    """
+    K, res = _engine(points, backend, min_samples, core, period)
+    w2 = rescale_exact(K.xp, res.weight2, -2 * res.exponent, points.dtype, K.to_host)
+    return K, res.source, res.target, K.to_device(w2)
+
+
+def _engine(points, backend, min_samples, core, period):
+    K = get_kernels(backend)
+    pts = K.to_device(points)
+    res = boruvka(K, pts, min_samples, box_size=period,
+                  core_distances2=None if core is None else K.to_device(core))
+    return K, res

@@ -7,7 +7,8 @@ Read (``read_block``, ``array_block``) and summarise the row blocks; split
 them into boxes and assemble each box (the shuffle); core distances with
 ghosts across the faces; phase 1 per box (``solve``); phase 2 per box
 (``outgoing``, ``connect``) and the spanning forest over super-vertices
-(``spanning_forest``).
+(``spanning_forest_on``); on GPU workers phase 2's reductions run on the
+device.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from ..io.staging import default_threads
 from ..kernels import get_kernels, resolve_backend
 from .boxes import (Partitioning, assign_boxes, concat_rows, distance_to_box, face_distances,
                     group_by_box, shell_and_ghosts, shell_radius)
-from .edges import Edges, minimum_spanning_forest
-from .phase1 import BoxResult, run_engine, solve_box
+from .edges import Edges, minimum_spanning_forest, minimum_spanning_forest_xp
+from .phase1 import BoxResult, run_engine, run_engine_device, solve_box
 
 
 @dataclass
@@ -287,9 +288,21 @@ def connect(box: Box, solved, min_samples: int, backend: str, *pieces) -> Edges:
     gids = np.concatenate([p.gids for p in pieces])
     labels = np.concatenate([p.labels for p in pieces])
     core = None if box.core is None else np.concatenate([p.core for p in pieces])
+    name = resolve_backend(backend)
+    if name == "cuda" and gids.shape[0] > 1:
+        # ordered by global id on the device: one radix sort there, where
+        # the host's sort of millions of rows took a good part of a second
+        K = get_kernels(name)
+        arrays = [K.to_device(a) for a in (pts, gids, labels)]
+        order = K.xp.argsort(arrays[1])  # ids are distinct: stability moot
+        pts, gids, labels = (a[order] for a in arrays)
+        core = None if core is None else K.to_device(core)[order]
+        del arrays, order
+        return connect_box(pts, gids, labels, res.uncertified, name, min_samples, core,
+                           period=box.period)
     order = np.argsort(gids, kind="stable")
     return connect_box(np.ascontiguousarray(pts[order]), gids[order], labels[order],
-                       res.uncertified, resolve_backend(backend), min_samples,
+                       res.uncertified, name, min_samples,
                        None if core is None else core[order], period=box.period)
 
 
@@ -303,7 +316,8 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
 
     Parameters
     ----------
-    points : (m, d) float numpy array
+    points : (m, d) float numpy array (with ``backend="cuda"`` these four
+        may be arrays of the device already)
     gids : (m,) int64, ascending
     super_labels : (m,) int64 super-vertex (a global id) of each point
     uncertified : Edges
@@ -316,9 +330,21 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     Returns
     -------
     Edges
-        The minimum spanning forest over super-vertices of the candidates.
+        The minimum spanning forest over super-vertices of the candidates,
+        host arrays.
+
+    On the CPU the candidates go to Kruskal (``minimum_spanning_forest``).
+    With ``backend="cuda"`` the engine's edges stay on the device, the
+    candidates are chosen and reduced there by Borůvka rounds
+    (``minimum_spanning_forest_xp``: the same forest) and only the forest
+    comes back: it is at most one edge per super-vertex of the shell, and
+    the next step (``spanning_forest``) joins the forests of boxes on other
+    workers, so host arrays are what it needs.
     """
     dt = uncertified.w2.dtype
+    if points.shape[0] > 1 and backend == "cuda":
+        return _connect_on_device(points, gids, super_labels, uncertified, backend,
+                                  min_samples, core, period)
     cands = [uncertified]
     if points.shape[0] > 1:
         s, t, w2 = run_engine(points, backend, min_samples, core=core, period=period)
@@ -329,9 +355,53 @@ def connect_box(points, gids, super_labels, uncertified: Edges, backend="cpu",
     return minimum_spanning_forest(Edges.concat(cands, dt))
 
 
+def _connect_on_device(points, gids, super_labels, uncertified: Edges, backend, min_samples,
+                       core, period) -> Edges:
+    """``connect_box``'s device path: the candidates never leave the device."""
+    dt = uncertified.w2.dtype
+    K, s, t, w2 = run_engine_device(points, backend, min_samples, core=core, period=period)
+    xp = K.xp
+    labels = _on_device(K, super_labels)
+    ls, lt = labels[s], labels[t]
+    keep = xp.flatnonzero(ls != lt)
+    del labels
+    g = _on_device(K, gids)
+    s, t = s[keep], t[keep]
+    parts = [Edges(g[s], g[t], w2[keep].astype(dt, copy=False), ls[keep], lt[keep])]
+    del s, t, w2, ls, lt, keep, g
+    return _forest_on_device(K, parts + [uncertified], dt)
+
+
+def _on_device(K, a):
+    """(m,) int64 ``a`` on ``K``'s device (as it is when it is there)."""
+    return a if is_device_array(a) else K.to_device(np.ascontiguousarray(a, np.int64))
+
+
+def _forest_on_device(K, parts, dtype) -> Edges:
+    """The MSF of ``parts`` (Edges of ``K.xp`` or of the host) reduced on
+    ``K``'s device; host Edges back."""
+    up = [p if is_device_array(p.u) else p.to(lambda a: K.to_device(np.ascontiguousarray(a)))
+          for p in parts if len(p)]
+    forest = minimum_spanning_forest_xp(K.xp, Edges.concat(up, dtype, K.xp))
+    return forest.to(lambda a: np.asarray(K.to_host(a)))
+
+
 def spanning_forest(dtype, *forests) -> Edges:
-    """The minimum spanning forest of the boxes' forests over super-vertices."""
+    """The minimum spanning forest of the boxes' forests over super-vertices
+    (host Kruskal: on the host it is faster than Borůvka rounds)."""
     return minimum_spanning_forest(Edges.concat(forests, np.dtype(dtype)))
+
+
+def spanning_forest_on(backend: str, dtype, *forests) -> Edges:
+    """``spanning_forest`` on the job's backend: on a GPU worker the boxes'
+    forests (host Edges) go to the device and are reduced there by Borůvka
+    rounds (the same forest), host Edges back."""
+    if resolve_backend(backend) != "cuda":
+        return spanning_forest(dtype, *forests)
+    dt = np.dtype(dtype)
+    if not any(len(f) for f in forests):
+        return Edges.empty(dt)
+    return _forest_on_device(get_kernels("cuda"), list(forests), dt)
 
 
 def forest_summary(forest: Edges) -> tuple[int, float, int]:

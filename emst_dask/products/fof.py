@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import InputError
 from .catalogue import FoFCatalogue
-from .unwrap import group_sizes, image_shifts_any, smallest_rows
+from .unwrap import group_sizes, group_tally, image_shifts_any
 from .cuts import fof_labels
 from .group_sums import member_rows, segment_sums
 from .tree_checks import check_same_box
@@ -61,7 +61,7 @@ from ..arrays import to_host as _host
 # --------------------------------------------------------------------------
 # the algorithm
 # --------------------------------------------------------------------------
-def group_labels(raw, min_members):
+def group_labels(raw, min_members, sizes=None):
     """Labels of the groups of at least ``min_members`` points.
 
     Parameters
@@ -69,6 +69,8 @@ def group_labels(raw, min_members):
     raw : (n,) int64 numpy or cupy array
         Raw groups numbered 0 .. C-1 by their smallest row (``fof_labels``).
     min_members : int >= 1
+    sizes : (C,) int64, optional, the raw groups' member counts
+        (``group_sizes``; counted when not given).
 
     Returns
     -------
@@ -78,9 +80,10 @@ def group_labels(raw, min_members):
     length : (G,) int64, member counts.
     """
     xp = array_module(raw)
-    n = raw.shape[0]
-    C = int(raw.max()) + 1 if n else 0
-    sizes = group_sizes(raw, C)
+    if sizes is None:
+        n = raw.shape[0]
+        sizes = group_sizes(raw, int(raw.max()) + 1 if n else 0)
+    C = int(sizes.shape[0])
     ids = xp.flatnonzero(sizes >= min_members)
     # the raw ids increase with the smallest row: a stable order by size
     order = xp.lexsort(xp.stack([ids, -sizes[ids].astype(xp.int64)]))
@@ -92,7 +95,7 @@ def group_labels(raw, min_members):
 
 
 def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=None,
-                    masses=None):
+                    masses=None, *, tally=None, xp=None):
     """Labels and catalogue at one linking length.
 
     Parameters
@@ -107,6 +110,9 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     masses : (n,) float array or None
         With masses, the centre and the velocity are mass-weighted means
         (Gadget's ``GroupPos``, ``GroupVel``); without, plain means.
+    tally : (sizes, first), optional, ``unwrap.group_tally(raw)``.
+    xp : numpy or cupy, optional (default: the module of ``points``); the
+        device path also runs on the tests' emulated CuPy.
 
     Returns
     -------
@@ -115,20 +121,47 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
     (label, row) (``group_sums.member_rows``); mass : (G,) float64 or None,
     the sum of the members' masses (arrays of the module of ``points``).
     The sums are ``group_sums.segment_sums``: in a fixed order, the same
-    bits on the host and the device.
+    bits on the host and the device (there ``fof_products.member_sums``,
+    the members' values formed in registers).
     """
-    xp = array_module(points)
+    xp = array_module(points) if xp is None else xp
     d = points.shape[1]
-    labels, kept, length = group_labels(raw, min_members)
+    sizes, first = group_tally(raw) if tally is None else tally
+    labels, kept, length = group_labels(raw, min_members, sizes)
     G = int(kept.shape[0])
     position = xp.empty((G, d), xp.float64)
     velocity = None if velocities is None else xp.empty((G, d), xp.float64)
     if G == 0:
         mass = None if masses is None else xp.zeros(0, xp.float64)
         return labels, length, position, velocity, xp.zeros(0, xp.int64), mass
-    C = int(raw.max()) + 1
-    top = smallest_rows(raw, C)[kept]  # each group's smallest row
-    rows = member_rows(xp, labels, int(length.sum()))
+    top = first[kept]  # each group's smallest row
+    rows = member_rows(xp, labels, int(length.sum()), G)
+    if xp is not np:
+        from ..kernels.cuda.fof_products import member_sums
+
+        sums = member_sums(points, rows, length, top, shift, box, velocities, masses)
+    else:
+        sums = _host_sums(points, rows, labels, length, top, box, shift, velocities, masses)
+    mass = None if masses is None else sums[:, -1]
+    count = length.astype(xp.float64) if mass is None else mass
+    for j in range(d):
+        c = points[top, j].astype(xp.float64) + sums[:, j] / count
+        if box is not None:
+            L = float(box[j])
+            c = c - L * xp.floor(c / L)
+            c = xp.where(c >= L, c - L, c)  # c a hair below 0 rounds to L
+        position[:, j] = c
+        if velocities is not None:
+            velocity[:, j] = sums[:, d + j] / count
+    return labels, length, position, velocity, rows, mass
+
+
+def _host_sums(points, rows, labels, length, top, box, shift, velocities, masses):
+    """``group_catalogue``'s sums on the host: the members' columns
+    (displacements from the group's smallest row unwrapped, velocities,
+    each times the mass, the mass) and ``segment_sums``; (G, c) float64."""
+    xp = np
+    d = points.shape[1]
     ref = top[labels[rows]]
     weight = None if masses is None else masses[rows].astype(xp.float64)
     cols = []
@@ -144,20 +177,7 @@ def group_catalogue(points, raw, min_members, box=None, shift=None, velocities=N
         cols.append(w if weight is None else w * weight)
     if weight is not None:
         cols.append(weight)
-    sums = segment_sums(xp.stack(cols, axis=1), length)
-    del cols
-    mass = None if weight is None else sums[:, -1]
-    count = length.astype(xp.float64) if mass is None else mass
-    for j in range(d):
-        c = points[top, j].astype(xp.float64) + sums[:, j] / count
-        if box is not None:
-            L = float(box[j])
-            c = c - L * xp.floor(c / L)
-            c = xp.where(c >= L, c - L, c)  # c a hair below 0 rounds to L
-        position[:, j] = c
-        if velocities is not None:
-            velocity[:, j] = sums[:, d + j] / count
-    return labels, length, position, velocity, rows, mass
+    return segment_sums(xp.stack(cols, axis=1), length)
 
 
 def group_members(labels, length, ids=None, masses=None, rows=None, mass=None):
@@ -197,7 +217,7 @@ def group_members(labels, length, ids=None, masses=None, rows=None, mass=None):
 
 def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velocities=None,
                       *, relative=True, given=None, timings=None, ids=None,
-                      masses=None) -> FoFCatalogue:
+                      masses=None, xp=None) -> FoFCatalogue:
     """The catalogue from points and their (periodic) Euclidean tree.
 
     Parameters
@@ -213,13 +233,15 @@ def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velo
         Particle IDs: the catalogue lists each group's members' IDs.
     masses : (n,) float array or None
         Particle masses: mass-weighted centres and velocities, group masses.
+    xp : numpy or cupy, optional: where the catalogue is made (default the
+        tree's array module).
 
     Returns
     -------
     FoFCatalogue (arrays of the tree's array module).
     """
     timings = dict(timings or {})
-    xp = array_module(tree.weight)
+    xp = array_module(tree.weight) if xp is None else xp
     if xp is not np:
         points = xp.asarray(points)
         velocities = None if velocities is None else xp.asarray(velocities)
@@ -233,20 +255,23 @@ def catalogue_of_tree(points, tree, lengths, single, min_members, box=None, velo
     _sync(xp)
     timings["labels"] = time.perf_counter() - t0
     shift = None
+    tallies = [None] * len(lengths)  # each raw group's size and smallest row, counted once
     t0 = time.perf_counter()
     if box is not None and n:
         top = int(np.argmax(lengths))
+        tallies[top] = group_tally(raw[top])
         shift = image_shifts_any(xp.asarray(tree.source, dtype=xp.int64),
                                  xp.asarray(tree.target, dtype=xp.int64), tree.weight,
-                                 points, box, float(lengths[top]), raw[top], min_members)
+                                 points, box, float(lengths[top]), raw[top], min_members,
+                                 tally=tallies[top], xp=xp)
     _sync(xp)
     timings["unwrap"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if ids is not None or masses is not None:
         ids = None if ids is None else xp.asarray(ids)
         masses = None if masses is None else xp.asarray(masses)
-    out = [group_catalogue(points, raw[k], min_members, box, shift, velocities, masses)
-           for k in range(len(lengths))]
+    out = [group_catalogue(points, raw[k], min_members, box, shift, velocities, masses,
+                           tally=tallies[k], xp=xp) for k in range(len(lengths))]
     _sync(xp)
     timings["catalogue"] = time.perf_counter() - t0
     extra = {}

@@ -5,9 +5,11 @@ the labels), and each group's values are summed pairwise: neighbours
 (0, 1), (2, 3), ... of the group's sequence are added, an odd last one
 carried, and so on until one value is left.  The result depends on the
 group's members alone, never on the order of the rows, the threads or
-the atomics; the host (numba, a thread a group) and the device (whole-array
-rounds, each halving every group) do the same additions, so they give the
-same bits.  The work is linear in the number of members, with no
+the atomics; the host (numba, a thread a group), the whole-array rounds
+(``segment_sums_xp``, each halving every group) and the device
+(``kernels.cuda.fof_products.member_sums``: 32 members a thread, their
+values formed in registers, then rounds 32 to one) do the same additions,
+so they give the same bits.  The work is linear in the number of members, with no
 contention: a group of 10^7 members costs what 10^5 groups of 100 do
 (float64 atomics into a few very large groups serialise on one address).
 """
@@ -19,19 +21,21 @@ from numba import njit, prange
 from ..arrays import stable_argsort
 
 
-def member_rows(xp, labels, members: int):
+def member_rows(xp, labels, members: int, groups=None):
     """(M,) int64: the rows with ``labels >= 0`` ordered by (label, row).
 
     Parameters
     ----------
     xp : numpy or cupy; labels : (n,) int64 of ``xp``, -1 or 0 .. G-1.
     members : int, M, the number of labels >= 0.
+    groups : int, optional, G (found from the labels when not given).
     """
     if xp is np:  # a counting sort: one pass, where a sort of n keys takes many
         return _host_rows(np.ascontiguousarray(labels, np.int64), int(members))
     rows = xp.flatnonzero(labels >= 0)
     key = labels[rows]
-    if key.shape[0] and int(key.max()) < 2 ** 31:  # a radix sort of half the passes
+    top = (int(key.max()) if key.shape[0] else 0) if groups is None else int(groups) - 1
+    if key.shape[0] and top < 2 ** 31:  # a radix sort of half the passes
         key = key.astype(xp.int32)
     return rows[stable_argsort(xp, key)].astype(xp.int64, copy=False)
 

@@ -11,6 +11,10 @@ from ..errors import InputError
 
 #: edges whose weights are recomputed from the points at a time
 CHECKED_EDGES = 1 << 20
+#: the same for a tree already on the device: nothing to copy, so few
+#: chunks (each some ten launches; 1M-edge chunks made the check of a
+#: 100M-edge tree a thousand launches), 2 bytes an edge of flags each
+CHECKED_DEVICE_EDGES = 1 << 26
 #: relative difference allowed between a recorded and a recomputed weight
 #: (the tree's arithmetic may be float32; other points differ by far more)
 WEIGHT_RTOL = 1e-3
@@ -79,7 +83,8 @@ def check_weights_xp(xp, tree, points, box=None, where: str = "points"):
     (``kernels.cuda.weights``) whose counts and first bad edge are kept on
     the device; they come back once, and the one edge the message names.
     Neither the tree nor the points are copied to the host (host arrays
-    are copied to the device, a chunk of the tree at a time)."""
+    are copied to the device, a chunk of the tree at a time; a device tree
+    is taken ``CHECKED_DEVICE_EDGES`` at a time)."""
     from ..kernels.cuda.weights import FLAG_ROW, FLAG_WEIGHT, weight_flags
 
     m = int(tree.n_edges)
@@ -91,8 +96,9 @@ def check_weights_xp(xp, tree, points, box=None, where: str = "points"):
     worst = xp.zeros((), xp.int8)
     count = xp.zeros((), xp.int64)
     first = xp.full((), m, xp.int64)
-    for lo in range(0, m, CHECKED_EDGES):
-        hi = min(m, lo + CHECKED_EDGES)
+    step = CHECKED_DEVICE_EDGES if is_device_array(tree.source) else CHECKED_EDGES
+    for lo in range(0, m, step):
+        hi = min(m, lo + step)
         s, t = (xp.asarray(a[lo:hi]) for a in (tree.source, tree.target))
         if s.dtype != t.dtype:
             s, t = s.astype(xp.int64), t.astype(xp.int64)

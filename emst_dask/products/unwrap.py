@@ -2,9 +2,10 @@
 
 Every member of a group is moved by whole box lengths (its image shift) so
 that the group is one piece (see ``_images`` for why the tree's edges make
-this exact).  ``image_shifts_xp`` is the whole-array version (CuPy on the
-device; it also runs with numpy), ``image_shifts_host`` the numba one,
-``image_shifts_any`` picks by where the points are.
+this exact).  ``image_shifts_xp`` is the device version (on CuPy a few
+kernels, ``kernels.cuda.fof_products``; with numpy the same steps as
+whole-array operations, the reference), ``image_shifts_host`` the numba
+one, ``image_shifts_any`` picks by where the points are.
 """
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ def smallest_rows(raw, C=None):
     if n:
         scatter_min(xp, first, raw, xp.arange(n, dtype=xp.int64))
     return first
+
+
+def group_tally(raw, C=None):
+    """(sizes, first): each raw group's member count and smallest row, (C,)
+    int64 each, in one pass over ``raw`` (``group_sizes`` and
+    ``smallest_rows`` together)."""
+    xp = array_module(raw)
+    n = raw.shape[0]
+    C = (int(raw.max()) + 1 if n else 0) if C is None else C
+    if xp is not np and n:
+        sizes, first = tally(xp, xp.ascontiguousarray(raw, dtype=xp.int64), C, first=True)
+        return sizes, first
+    return group_sizes(raw, C), smallest_rows(raw, C)
 
 
 def group_sizes(raw, C=None):
@@ -84,16 +98,12 @@ def _hooked_shifts(xp, u, v, t, p):
     return off
 
 
-def _piece_roots_xp(xp, u, v, join, n, rows):
+def _piece_roots_np(u, v, join, n, rows):
     """(k,) int64: the smallest row of the component of each of ``rows`` in
-    the graph of the edges (u, v) where ``join``: on CuPy one lock-free
-    union-find pass (``kernels.cuda.union_find.flagged_roots``); with numpy
-    hooking of larger labels under smaller ones and pointer jumping, rounds
-    until every edge agrees."""
-    if xp is not np:
-        from ..kernels.cuda.union_find import flagged_roots
-
-        return flagged_roots(xp.ascontiguousarray(u), xp.ascontiguousarray(v), join, n, rows)
+    the graph of the edges (u, v) where ``join``: hooking of larger labels
+    under smaller ones and pointer jumping, rounds until every edge agrees
+    (the device runs one lock-free union-find pass instead,
+    ``_image_shifts_device``)."""
     label = np.arange(n, dtype=np.int64)
     u, v = u[join], v[join]
     while u.shape[0]:
@@ -145,8 +155,8 @@ def _join_pieces(xp, shift, points, box, bu, bv, members, roots):
     shift[members] += xp.where(found[:, None], off[at], 0)
 
 
-def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
-    """The device version of ``_images.image_shifts`` (whole-array).
+def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None, first=None):
+    """The device version of ``_images.image_shifts``.
 
     Parameters
     ----------
@@ -157,6 +167,8 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
     raw : (n,) int64, the raw groups at ``b`` (``fof_labels``).
     keep : (n,) bool, optional
         The points to unwrap: whole groups at ``b`` (the others get 0).
+    first : (C,) int64, optional, the smallest row of each raw group
+        (``group_tally``; computed when not given).
 
     Returns
     -------
@@ -167,13 +179,19 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
     (``_join_pieces``): one union-find pass over those groups' edges and a
     walk of the few edges between pieces, so the cost does not grow with
     the size of the widest group beyond that one pass.
+
+    With numpy, whole-array operations (the reference the tests hold the
+    device to); on CuPy the kernels of ``_image_shifts_device``.
     """
     n, d = points.shape
+    if xp is not np and n:
+        return _image_shifts_device(xp, source, target, weight, points, box, b, raw, keep,
+                                    first)
     shift = xp.zeros((n, d), xp.int64)
     if n == 0:
         return shift
     rows = xp.arange(n, dtype=xp.int64) if keep is None else xp.flatnonzero(keep)
-    root = smallest_rows(raw)[raw[rows]]
+    root = (smallest_rows(raw) if first is None else first)[raw[rows]]
     for j in range(d):
         delta = (points[rows, j].astype(xp.float64) - points[root, j].astype(xp.float64)) \
             / box[j]
@@ -192,12 +210,41 @@ def image_shifts_xp(xp, source, target, weight, points, box, b, raw, keep=None):
         u, v, bad = u[sel], v[sel], bad[sel]
         members = xp.flatnonzero(wide[raw] if keep is None else wide[raw] & keep)
         bu, bv = u[bad], v[bad]
-        roots = _piece_roots_xp(xp, u, v, ~bad, n, xp.concatenate([members, bu, bv]))
+        roots = _piece_roots_np(u, v, ~bad, n, xp.concatenate([members, bu, bv]))
         _join_pieces(xp, shift, points, box, bu, bv, members, roots)
     return shift
 
 
-def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
+def _image_shifts_device(xp, source, target, weight, points, box, b, raw, keep, first):
+    """``image_shifts_xp`` on CuPy: the nearest images in one pass over the
+    points and the edges' check in one pass over the edges
+    (``kernels.cuda.fof_products``); where an edge disagrees, its group's
+    pieces joined by one union-find pass over the edges' states, the few
+    edges between pieces walked (``_piece_offsets``) and the wide groups'
+    members moved in one pass over the points (``kernels.cuda.union_find``).
+    No (n,) or (m,) temporary beyond the shifts and one byte an edge."""
+    from ..kernels.cuda import fof_products as kern
+    from ..kernels.cuda import union_find as uf
+
+    n = points.shape[0]
+    first = smallest_rows(raw) if first is None else first
+    box = xp.asarray(box, dtype=xp.float64)
+    shift = kern.nearest_shifts(points, raw, first, keep, box)
+    state, bad = kern.edge_states(source, target, weight, b, keep, points, box, shift)
+    if bad:
+        where = xp.flatnonzero(state == 2)
+        bu, bv = source[where], target[where]
+        wide = xp.zeros(first.shape[0], bool)
+        wide[raw[bu]] = True
+        nodes = uf.agreeing_pieces(source, target, state, raw, wide, n)
+        ends = uf.roots_of(nodes, xp.concatenate([bu, bv]))
+        q = bu.shape[0]
+        pieces, off = _piece_offsets(xp, shift, points, box, bu, bv, ends[:q], ends[q:])
+        uf.add_piece_offsets(nodes, raw, wide, keep, pieces, off, shift)
+    return shift
+
+
+def image_shifts_host(source, target, weight, points, box, b, raw, keep=None, first=None):
     """``image_shifts_xp`` with numba kernels: nearest images to the smallest
     row (parallel), the edges checked (parallel), and on the groups where an
     edge disagrees their pieces joined by a union-find (sequential, no
@@ -211,7 +258,7 @@ def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
     if keep is None:
         keep = np.ones(n, bool)
     rows = np.flatnonzero(keep)
-    first = smallest_rows(raw)
+    first = smallest_rows(raw) if first is None else first
     shift = nearest_image_shifts(points, rows, first[raw[rows]], box)
     bad = disagreeing_edges(source, target, weight, b, keep, points, box, shift)
     where = np.flatnonzero(bad)
@@ -225,17 +272,20 @@ def image_shifts_host(source, target, weight, points, box, b, raw, keep=None):
     return shift
 
 
-def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1):
+def image_shifts_any(source, target, weight, points, box, b, raw, min_members=1, *,
+                     tally=None, xp=None):
     """Image shifts of the points in groups of at least ``min_members`` at
     ``b`` (the others get 0; the groups at smaller lengths are parts of
-    these): ``_images.image_shifts`` on the host, ``image_shifts_xp`` on
-    CuPy input."""
-    xp = array_module(points)
+    these): ``image_shifts_host`` on the host, ``image_shifts_xp`` on
+    CuPy input (or with ``xp`` given: the device path on that module).
+    ``tally``: ``group_tally(raw)`` when the caller has it."""
+    xp = array_module(points) if xp is None else xp
+    sizes, first = group_tally(raw) if tally is None else tally
     keep = None
     if min_members > 1:
-        keep = (group_sizes(raw) >= min_members)[raw]
+        keep = (sizes >= min_members)[raw]
     if xp is np:
         return image_shifts_host(source, target, weight, points, np.asarray(box, np.float64),
-                                 float(b), raw, keep)
+                                 float(b), raw, keep, first)
     return image_shifts_xp(xp, source, target, weight, points, xp.asarray(box), float(b), raw,
-                           keep)
+                           keep, first)

@@ -114,34 +114,66 @@ def _read_groups(nodes, n, k, rows, out):
                           np.int64(n), np.int64(words)))
 
 
-def flagged_roots(source, target, flag, n: int, rows):
-    """The components of the flagged edges, read at ``rows``.
+def agreeing_pieces(source, target, state, raw, wide, n: int):
+    """The pieces of the wide groups: the components of the edges whose
+    state is 1 (``fof_products.edge_states``) in a group marked ``wide``.
 
     Parameters
     ----------
-    source, target : (m,) int64 cupy arrays, C-contiguous, in [0, n).
-    flag : (m,) bool cupy array: the edges to join.
+    source, target : (m,) int64 cupy arrays; state : (m,) uint8.
+    raw : (n,) int64 raw groups; wide : (C,) bool by raw group.
     n : int, the number of points.
-    rows : (k,) int64 cupy array, the points whose root is wanted.
 
     Returns
     -------
-    (k,) int64 cupy array: the smallest row of each one's component (one
-    lock-free union-find pass over the edges, one pass over ``rows``).
+    (n,) uint64 cupy array, the union-find's nodes (``roots_of`` reads
+    them; ``add_piece_offsets`` takes them).
     """
     import cupy
 
-    m, k = int(source.shape[0]), int(rows.shape[0])
+    m = int(source.shape[0])
     kernel = _pieces_module().get_function
     nodes = cupy.empty(n, cupy.uint64)
     kernel("uf_init")(grid_stride_blocks(n), (THREADS,), (nodes, np.int64(n)))
     if m:
-        kernel("uf_hook_flagged")(grid_stride_blocks(m), (THREADS,),
-                                   (source, target, cupy.ascontiguousarray(flag, dtype=bool),
-                                    nodes, np.int64(m)))
+        kernel("uf_hook_agreeing")(grid_stride_blocks(m), (THREADS,),
+                                    (cupy.ascontiguousarray(source, dtype=cupy.int64),
+                                     cupy.ascontiguousarray(target, dtype=cupy.int64),
+                                     cupy.ascontiguousarray(state, dtype=cupy.uint8),
+                                     cupy.ascontiguousarray(raw, dtype=cupy.int64),
+                                     cupy.ascontiguousarray(wide, dtype=bool), nodes,
+                                     np.int64(m)))
+    return nodes
+
+
+def roots_of(nodes, rows):
+    """(k,) int64: the root (smallest row) of each of ``rows`` ((k,) int64)
+    in the union-find ``nodes``."""
+    import cupy
+
+    k = int(rows.shape[0])
     out = cupy.empty(k, cupy.int64)
     if k:
-        kernel("uf_roots_of")(grid_stride_blocks(k), (THREADS,),
-                               (nodes, cupy.ascontiguousarray(rows, dtype=cupy.int64), out,
-                                np.int64(k)))
+        _pieces_module().get_function("uf_roots_of")(
+            grid_stride_blocks(k), (THREADS,),
+            (nodes, cupy.ascontiguousarray(rows, dtype=cupy.int64), out, np.int64(k)))
     return out
+
+
+def add_piece_offsets(nodes, raw, wide, keep, pieces, off, shift):
+    """``shift[i] += off[piece of i]`` for every kept point of a wide group
+    whose piece (its root in ``nodes``) is among ``pieces`` ((p,) int64,
+    increasing; ``off`` (p, d) int64), in place: one pass over the points."""
+    import cupy
+
+    n, d = shift.shape
+    if n == 0:
+        return
+    _pieces_module().get_function("uf_add_piece_offsets")(
+        grid_stride_blocks(n), (THREADS,),
+        (nodes, cupy.ascontiguousarray(raw, dtype=cupy.int64),
+         cupy.ascontiguousarray(wide, dtype=bool),
+         np.intp(0) if keep is None else cupy.ascontiguousarray(keep, dtype=bool),
+         cupy.ascontiguousarray(pieces, dtype=cupy.int64),
+         cupy.ascontiguousarray(off, dtype=cupy.int64), np.int64(pieces.shape[0]),
+         np.int32(d), shift, np.int64(n)))
