@@ -167,6 +167,27 @@ def summarize_task_stream(records) -> dict:
             for k, d in sorted(out.items(), key=lambda kv: -kv[1]["compute_s"])}
 
 
+def profile_tree(prof, min_share=0.01, depth=40) -> list:
+    """Dask's statistical profile of the workers' threads (``Client.profile``)
+    as indented lines: each frame holding at least ``min_share`` of the
+    samples, with its share, down to ``depth`` frames."""
+    total = max(1, prof.get("count", 0))
+    lines = []
+
+    def walk(node, level):
+        for child in sorted(node.get("children", {}).values(), key=lambda c: -c["count"]):
+            if child["count"] < min_share * total or level >= depth:
+                continue
+            d = child.get("description", {})
+            where = f"{os.path.basename(d.get('filename', '?'))}:{d.get('line_number', '?')}"
+            lines.append(f"{'  ' * level}{100 * child['count'] / total:5.1f}% "
+                         f"{d.get('name', '?')} ({where})")
+            walk(child, level + 1)
+
+    walk(prof, 0)
+    return lines
+
+
 def _worker_memory():
     """This worker's peak RSS (bytes) and its CuPy pool's held bytes."""
     import resource
@@ -261,6 +282,9 @@ def main(argv=None):
     ap.add_argument("--dir", default=None, help="where the snapshot goes (default: a temp dir)")
     ap.add_argument("--machine", default=socket.gethostname())
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="write each run's statistical profile of the workers' threads "
+                         "(Dask's) next to --out, as an indented call tree")
     ap.add_argument("--log-phases", action="store_true",
                     help="print each phase of a partitioned job as it ends (long runs)")
     args = ap.parse_args(argv)
@@ -369,9 +393,15 @@ def main(argv=None):
                 source = persist(cl, snap, args.backend) if args.persisted else snap
                 with get_task_stream(client=cl) as stream, \
                         dask.config.set({EXCHANGE_KEY: how or "auto"}):
-                    t0 = time.perf_counter()
+                    t0, wall0 = time.perf_counter(), time.time()
                     res = emst_dask.emst(source, **kw)
                     secs = time.perf_counter() - t0
+                    wall1 = time.time()
+                if args.profile and args.out:
+                    tree_lines = profile_tree(cl.profile(start=wall0, stop=wall1))
+                    name = f"{os.path.splitext(args.out)[0]}.profile-W{w}-{mode}-{how or 'auto'}.txt"
+                    with open(name, "w") as f:
+                        f.write("\n".join(tree_lines) + "\n")
                 del source
                 tasks = summarize_task_stream(stream.data)
                 memory = cl.run(_worker_memory)

@@ -215,6 +215,42 @@ def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
     assert np.isclose(trees["nccl"].total_weight, ref.total_weight, rtol=1e-6)
 
 
+def test_persisted_device_blocks_stay_on_the_device(gpu_client):
+    """A dask array persisted on the GPU workers as CuPy blocks: its blocks
+    are checked, summarised and split by box on their devices (never copied
+    to the host and back), the tree is the one-box tree, and a NaN in a
+    device block is refused naming its row."""
+    import cupy
+    import dask.array as da
+
+    from emst_dask import InputError
+    from emst_dask.partitioned import steps
+
+    pts = GENERATORS["halos"](300_000, 3, 11)
+    blk = steps.array_block(cupy.asarray(pts[:1000].astype(np.float64)), 5, "x", np.float32)
+    assert isinstance(blk.points, cupy.ndarray) and blk.points.dtype == np.float32
+    np.testing.assert_array_equal(blk.points.get(), pts[:1000].astype(np.float64)
+                                  .astype(np.float32))
+    info = steps.summarize(blk, 1000, 100, 0)
+    host = steps.summarize(steps.Block(5, blk.points.get()), 1000, 100, 0)
+    for key in ("lo", "hi", "sample"):
+        np.testing.assert_array_equal(info[key], host[key])
+    assert info["smallest"] == host["smallest"] and info["m"] == host["m"]
+
+    ref = emst(pts, backend="cpu")
+    x = gpu_client.persist(da.from_array(pts, chunks=(40_000, 3)).map_blocks(cupy.asarray))
+    tree = emst(x, client=gpu_client, partitions=4)
+    if len(gpu_client.scheduler_info(n_workers=-1)["workers"]) >= 2:
+        assert tree.report.shuffle_by == "nccl"
+    assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
+    assert np.isclose(tree.total_weight, ref.total_weight, rtol=1e-6)
+    bad = pts.copy()
+    bad[123_456, 1] = np.nan
+    xb = gpu_client.persist(da.from_array(bad, chunks=(40_000, 3)).map_blocks(cupy.asarray))
+    with pytest.raises(InputError, match="first bad row is 123456"):
+        emst(xb, client=gpu_client, partitions=4)
+
+
 # --------------------------------------------------------------------------
 # phase 2's reductions on the device
 # --------------------------------------------------------------------------

@@ -206,3 +206,78 @@ def test_cloud_no_frame_holds_is_refused_before_work():
     pts[0], pts[1] = 1e300, 1e-300
     with pytest.raises(InputError, match="partitions=: the coordinates span magnitudes"):
         emst_partitioned(pts, 2)
+
+
+def _certificate_every_round_over_the_box(s, t, rank, w2, face2, n):
+    """The certificate's rounds as first written, each over the whole box:
+    the oracle of the renumbered rounds (the same kept edges and roots)."""
+    certified = np.zeros(s.shape[0], bool)
+    labels = np.arange(n)
+    face_key = face2.astype(np.float64).view(np.int64)
+    live = np.arange(s.shape[0])
+    big = np.iinfo(np.int64).max
+    while True:
+        lu, lv = labels[s[live]], labels[t[live]]
+        live, lu, lv = live[lu != lv], lu[lu != lv], lv[lu != lv]
+        if live.shape[0] == 0:
+            break
+        r, wk = rank[live], w2[live].astype(np.float64).view(np.int64)
+        best = np.full(n, big)
+        np.minimum.at(best, lu, r)
+        np.minimum.at(best, lv, r)
+        low = np.full(n, big)
+        np.minimum.at(low, labels, face_key)
+        by_u = (best[lu] == r) & (wk < low[lu])
+        by_v = (best[lv] == r) & (wk < low[lv])
+        keep = by_u | by_v
+        if not keep.any():
+            break
+        certified[live[keep]] = True
+        parent = np.arange(n)
+        hu = by_u & ~(by_v & (lu < lv))
+        hv = by_v & ~(by_u & (lv < lu))
+        parent[lu[hu]] = lv[hu]
+        parent[lv[hv]] = lu[hv]
+        while True:
+            nxt = parent[parent]
+            if (nxt == parent).all():
+                break
+            parent = nxt
+        labels = parent[labels]
+        live = live[~keep]
+    return certified, labels
+
+
+@pytest.mark.parametrize("cloud", ["halos", "lattice", "copies"])
+def test_certificate_renumbered_rounds_equal_rounds_over_the_box(cloud):
+    """The certificate's later rounds run on the components the uncertified
+    edges touch, renumbered: the same kept edges and the same roots as
+    rounds over the whole box, on clouds with ties and duplicates too."""
+    from emst_dask.engine.order import strict_edge_order
+    from emst_dask.partitioned.certificate import boruvka_certificate
+    from emst_dask.partitioned.phase1 import run_engine
+
+    rng = np.random.default_rng(5)
+    if cloud == "halos":
+        pts = GENERATORS["halos"](30_000, 3, 4)
+    elif cloud == "lattice":
+        pts = rng.integers(0, 12, (8000, 3)).astype(np.float32)
+    else:
+        pts = np.repeat(rng.random((3000, 2)).astype(np.float32), 3, axis=0)
+    s, t, w2 = run_engine(pts, "cpu", 1)
+    n = pts.shape[0]
+    order = strict_edge_order(np, s, t, w2)
+    rank = np.empty(n - 1, np.int64)
+    rank[order] = np.arange(n - 1)
+    # face distances of a box cut at the median of x, with a slab of points
+    # whose faces are far: many rounds, many components left
+    x = pts[:, 0].astype(np.float64)
+    face = np.abs(x - np.median(x))
+    face2 = (face * face)
+    w2f = w2.astype(np.float64)
+    want_c, want_l = _certificate_every_round_over_the_box(s, t, rank, w2f, face2, n)
+    got_c, got_l = boruvka_certificate(np, s, t, rank, w2f, face2, n, np.minimum.at)
+    assert 0 < want_c.sum() < n - 1
+    np.testing.assert_array_equal(got_c, want_c)
+    np.testing.assert_array_equal(got_l, want_l)
+    assert np.all(got_l[got_l] == got_l)                 # roots label themselves

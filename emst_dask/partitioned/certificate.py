@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..arrays import jump_to_roots
+
 
 @njit(cache=True)
 def _find(parent, x):
@@ -88,62 +90,99 @@ def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=25
     a subset of what ``kruskal_certificate`` does; every edge it leaves is a
     phase-2 candidate, so stopping early (``max_rounds``) costs no exactness.
 
+    Round 1 (every point its own component) runs over the whole box; it
+    certifies nearly every edge away from the shared faces.  The later
+    rounds run on the few components the uncertified edges touch,
+    renumbered ``0..k-1`` in the order of their roots (so every comparison
+    of roots, and so every hook, is the one the whole box would make), and
+    their roots are mapped back to the points once at the end: the points'
+    arrays are passed over a fixed number of times, not once a round.
+
     s, t : (m,) int64 local indices; rank : (m,) int64 strict-order rank;
     w2, face2 : (m,) and (n,) float64 squared (scaled) weights and safe face
     distances, both >= 0; ``scatter_min(a, idx, v)`` is ``np.minimum.at``
     (``cupyx.scatter_min``).  Returns ``certified`` (m,) bool and ``labels``
-    (n,) int64 (a component's root index).
+    (n,) int64, the root of each point's component under the certified
+    edges (a root labels itself).
     """
-    m = s.shape[0]
-    certified = xp.zeros(m, xp.bool_)
-    labels = xp.arange(n, dtype=xp.int64)
     face_key = face2.astype(xp.float64).view(xp.int64)  # order-preserving for >= 0
-    # round 1 takes every edge as it is (each point its own component):
-    # no gathered copies of the box's m edges at the memory peak
-    live = None                                          # edges between components
+    wkey = w2.astype(xp.float64, copy=False).view(xp.int64)
+    # round 1: each point alone, its smallest face distance its own
+    certified, labels = _round(xp, s, t, rank, wkey, face_key, n, scatter_min)
+    if certified is None:
+        return xp.zeros(s.shape[0], xp.bool_), labels
+    live = xp.flatnonzero(~certified)                    # phase 2's candidates
+    if live.shape[0] == 0 or max_rounds <= 1:
+        return certified, labels
+    lu, lv = labels[s[live]], labels[t[live]]
+    between = lu != lv
+    live, lu, lv = live[between], lu[between], lv[between]
+    del between
+    if live.shape[0] == 0:
+        return certified, labels
+    # the components the remaining rounds can merge, renumbered in root order
+    comp = xp.unique(xp.concatenate([lu, lv]))
+    k = comp.shape[0]
+    low = xp.full(n, xp.iinfo(xp.int64).max, xp.int64)
+    scatter_min(low, labels, face_key)                   # each component's minimum
+    low_c = low[comp]
+    del low
+    cu, cv = xp.searchsorted(comp, lu), xp.searchsorted(comp, lv)
+    del lu, lv
+    r, wk = rank[live], wkey[live]
+    labels_c = xp.arange(k, dtype=xp.int64)
+    for _ in range(max_rounds - 1):
+        keep, labels_c = _round(xp, labels_c[cu], labels_c[cv], r, wk, low_c, k, scatter_min,
+                                labels_c)
+        if keep is None:
+            break
+        certified[live[keep]] = True
+        still = (labels_c[cu] != labels_c[cv]) & ~keep
+        live, cu, cv, r, wk = live[still], cu[still], cv[still], r[still], wk[still]
+        del still, keep
+        if live.shape[0] == 0:
+            break
+    # back to the points: a renumbered component's points take its new root
+    to_root = xp.arange(n, dtype=xp.int64)
+    to_root[comp] = comp[labels_c]
+    return certified, to_root[labels]
+
+
+def _round(xp, lu, lv, r, wk, face_key, n, scatter_min, labels=None):
+    """One Borůvka round of the certificate over ``n`` components.
+
+    lu, lv : (m,) int64 the edges' current components (roots, < n); r, wk :
+    (m,) int64 their strict-order ranks and weight keys; face_key : (n,)
+    int64 per component's point the squared face distance's bits (round 1:
+    per point; later: per renumbered component of round 1); labels : (n,)
+    int64 the current root of each, or None (each its own).  Returns (kept
+    (m,) bool, the new labels (n,)), or (None, labels) when nothing is kept.
+    """
     big = xp.iinfo(xp.int64).max
-    for _ in range(max_rounds):
-        if live is None:
-            lu, lv, r = s, t, rank
-            wk = w2.astype(xp.float64, copy=False).view(xp.int64)
-        else:
-            lu, lv = labels[s[live]], labels[t[live]]
-            between = lu != lv
-            live, lu, lv = live[between], lu[between], lv[between]
-            del between
-            if live.shape[0] == 0:
-                break
-            r = rank[live]
-            wk = w2[live].astype(xp.float64).view(xp.int64)
-        best = xp.full(n, big, xp.int64)
-        scatter_min(best, lu, r)
-        scatter_min(best, lv, r)
+    best = xp.full(n, big, xp.int64)
+    scatter_min(best, lu, r)
+    scatter_min(best, lv, r)
+    if labels is None:
+        low = face_key                                   # each point its own component
+    else:
         low = xp.full(n, big, xp.int64)
         scatter_min(low, labels, face_key)
-        by_u = (best[lu] == r) & (wk < low[lu])
-        by_v = (best[lv] == r) & (wk < low[lv])
-        del best, wk, r
-        keep = by_u | by_v
-        if not bool(keep.any()):
-            break
-        certified[keep if live is None else live[keep]] = True
-        parent = xp.arange(n, dtype=xp.int64)
-        # a component hooks along its own kept edge; an edge kept by both
-        # sides hooks the larger root under the smaller (no 2-cycles)
-        hu = by_u & ~(by_v & (lu < lv))
-        hv = by_v & ~(by_u & (lv < lu))
-        parent[lu[hu]] = lv[hu]
-        parent[lv[hv]] = lu[hv]
-        while True:
-            nxt = parent[parent]
-            if not bool((nxt != parent).any()):
-                break
-            parent = nxt
-        labels = parent[labels]
-        del parent, keep, by_u, by_v, hu, hv, lu, lv
-        if live is None:  # certified edges are inside a component from now on
-            live = xp.flatnonzero(~certified)
-    return certified, labels
+    by_u = (best[lu] == r) & (wk < low[lu])
+    by_v = (best[lv] == r) & (wk < low[lv])
+    del best, low
+    keep = by_u | by_v
+    if not bool(keep.any()):
+        return None, (xp.arange(n, dtype=xp.int64) if labels is None else labels)
+    parent = xp.arange(n, dtype=xp.int64)
+    # a component hooks along its own kept edge; an edge kept by both sides
+    # hooks the larger root under the smaller (no 2-cycles)
+    hu = by_u & ~(by_v & (lu < lv))
+    hv = by_v & ~(by_u & (lv < lu))
+    parent[lu[hu]] = lv[hu]
+    parent[lv[hv]] = lu[hv]
+    del hu, hv, by_u, by_v
+    parent = jump_to_roots(xp, parent)
+    return keep, (parent if labels is None else parent[labels])
 
 
 def _scatter_min(xp):

@@ -213,18 +213,25 @@ def split_block_xp(xp, to_device, block, partitioning: Partitioning, frame: str,
     partitioning : Partitioning
     frame : str, the frame's dtype; exponent : int, its power of two
     """
-    from ..arrays import stable_argsort, to_host
+    from ..arrays import is_device_array, stable_argsort, to_host
     from .steps import Piece
 
     points = block.points
-    if points.dtype != np.dtype(frame) or exponent:
-        points = points.astype(frame, copy=False)
-        if exponent:
-            points = np.ldexp(points, exponent).astype(frame, copy=False)
-    x = to_device(np.ascontiguousarray(points))
+    if is_device_array(points) and points.dtype == np.dtype(frame) and not exponent:
+        x = xp.ascontiguousarray(points)   # a persisted block: already there
+    else:
+        points = to_host(points)
+        if points.dtype != np.dtype(frame) or exponent:
+            points = points.astype(frame, copy=False)
+            if exponent:
+                points = np.ldexp(points, exponent).astype(frame, copy=False)
+        x = to_device(np.ascontiguousarray(points))
     box = assign_boxes_xp(xp, partitioning, x)
     P = partitioning.n_boxes
-    order = stable_argsort(xp, box)
+    # the narrowest key: a radix sort makes one pass per byte of it
+    key = box.astype(np.min_scalar_type(max(P - 1, 0)), copy=False)
+    order = stable_argsort(xp, key)
+    del key
     counts = to_host(xp.bincount(box, minlength=P))
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     grouped = x[order]

@@ -96,11 +96,22 @@ def read_block(src, start: int, stop: int) -> Block:
 
 def array_block(data, start: int, where: str, dtype) -> Block:
     """An in-memory block (scattered, or a dask array's computed block),
-    checked and converted to the compute dtype."""
-    if type(data).__module__.startswith("cupy"):
+    checked and converted to the compute dtype.
+
+    A CuPy block of floats (a dask array persisted on GPU workers) stays on
+    its device: checked and converted there (a float cast rounds as the
+    host's does), its rows then split by box there.  Other CuPy blocks come
+    to the host."""
+    label = f"{where}: block starting at row {start}"
+    if is_device_array(data):
+        if data.dtype.kind == "f":
+            xp = array_module(data)
+            pts = xp.ascontiguousarray(data, dtype=dtype)
+            if not bool(xp.isfinite(pts).all()):
+                check_finite(to_host(pts), row_offset=start, where=label)  # names the row
+            return Block(start, pts)
         data = data.get()
     data = np.asarray(data)
-    label = f"{where}: block starting at row {start}"
     check_exact_integers(data, start, label)
     pts = np.ascontiguousarray(data, dtype=dtype)
     check_finite(pts, row_offset=start, where=label)
@@ -114,15 +125,34 @@ def summarize(block: Block, n_total: int, sample_size: int, seed: int,
     box, rows outside [0, period) are refused first."""
     from ..kernels.cpu.bvh import axis_bounds
 
-    check_in_box(block.points, period, row_offset=block.start)
     x = block.points
+    on_device = is_device_array(x)
+    check_in_box(to_host(x) if on_device and period is not None else x, period,
+                 row_offset=block.start)
     m = x.shape[0]
     rng = np.random.default_rng([seed, block.start])
     k = min(m, int(round(sample_size * m / max(n_total, 1))))
     take = np.sort(rng.choice(m, size=k, replace=False)) if k < m else np.arange(m)
-    lo, hi, small = axis_bounds(np.ascontiguousarray(x)) if m else (None, None, np.inf)
+    if not m:
+        lo, hi, small = None, None, np.inf
+    elif on_device:
+        lo, hi, small = _device_axis_bounds(x)
+        take = array_module(x).asarray(take)
+    else:
+        lo, hi, small = axis_bounds(np.ascontiguousarray(x))
     return dict(m=m, lo=lo, hi=hi, smallest=float(small),
-                sample=np.asarray(x[take], np.float64), nbytes=x.nbytes)
+                sample=np.asarray(to_host(x[take]), np.float64), nbytes=x.nbytes)
+
+
+def _device_axis_bounds(x):
+    """``axis_bounds`` of a CuPy (m, d) array, m >= 1: per-axis (min, max)
+    float64 and the smallest nonzero magnitude (+inf when all are zero)."""
+    xp = array_module(x)
+    lo = to_host(x.min(axis=0)).astype(np.float64)
+    hi = to_host(x.max(axis=0)).astype(np.float64)
+    a = xp.abs(x)
+    small = float(xp.where(a != 0, a, xp.inf).min())
+    return lo, hi, small
 
 
 # --------------------------------------------------------------------------
@@ -133,7 +163,7 @@ def split_block(block: Block, partitioning: Partitioning, frame: str, exponent: 
 
     The rows are taken to the job's frame first (``frame`` dtype, times
     ``2**exponent``: exact), the frame ``partitioning`` is in."""
-    points = block.points.astype(frame, copy=False)
+    points = to_host(block.points).astype(frame, copy=False)
     if exponent:
         points = np.ldexp(points, exponent).astype(frame, copy=False)
     box = assign_boxes(partitioning, points)

@@ -240,26 +240,37 @@ class CupyBackend:
     #: host arrays at least this large go through the pinned ring
     RING_MIN_BYTES = 64 << 20
     RING_BUFFER_BYTES = 32 << 20
-    RING_BUFFERS = 4
+    #: buffers per lane, and lanes: each lane a thread filling its own
+    #: pinned buffers from its own stretch of the array and its own stream
+    #: copying them on (one thread's ``np.copyto`` into pinned memory, about
+    #: 5 GB/s, was the ring's limit, far below the link's)
+    RING_BUFFERS = 2
+    RING_LANES = 4
 
     @functools.cached_property
     def _ring(self):
-        """The pinned buffers, the non-blocking copy stream and a lock, made at first use."""
+        """Per lane its pinned buffers and non-blocking copy stream; a pool of
+        the lanes' threads; a lock (one copy at a time); made at first use."""
         import threading
+        from concurrent.futures import ThreadPoolExecutor
 
         import cupyx
 
-        bufs = [cupyx.empty_pinned(self.RING_BUFFER_BYTES, np.uint8)
-                for _ in range(self.RING_BUFFERS)]
-        return bufs, cupy.cuda.Stream(non_blocking=True), threading.Lock()
+        lanes = [([cupyx.empty_pinned(self.RING_BUFFER_BYTES, np.uint8)
+                   for _ in range(self.RING_BUFFERS)], cupy.cuda.Stream(non_blocking=True))
+                 for _ in range(self.RING_LANES)]
+        pool = ThreadPoolExecutor(self.RING_LANES, thread_name_prefix="emst-h2d")
+        return lanes, pool, threading.Lock()
 
     def to_device(self, a):
-        """A host array on the device, through a ring of pinned buffers.
+        """A host array on the device, through rings of pinned buffers.
 
         The first copy of freshly allocated pageable memory costs the driver
         about 1 s per GB to lock its pages (3.15 s for 3 GB on an H100,
-        against 0.33 s for a second copy and 0.56 s through this ring), and
-        a box assembled by a Dask task is always fresh memory.
+        against 0.33 s for a second copy and 0.56 s through one ring), and
+        a box assembled by a Dask task is always fresh memory.  The array is
+        cut in ``RING_LANES`` stretches of whole buffers, each copied by its
+        own thread through its own buffers and stream.
 
         Parameters
         ----------
@@ -275,23 +286,21 @@ class CupyBackend:
         a = np.ascontiguousarray(a)
         if a.nbytes < self.RING_MIN_BYTES:
             return cupy.asarray(a)
-        bufs, stream, lock = self._ring
+        lanes, pool, lock = self._ring
         out = cupy.empty(a.shape, a.dtype)
         src = a.reshape(-1).view(np.uint8)
         dst = out.reshape(-1).view(cupy.uint8)
         step = self.RING_BUFFER_BYTES
-        events = [None] * len(bufs)
+        pieces = -(-src.size // step)
+        per_lane = -(-pieces // len(lanes))
         with lock:
             cupy.cuda.get_current_stream().synchronize()  # out is allocated
-            for k, lo in enumerate(range(0, src.size, step)):
-                hi = min(src.size, lo + step)
-                i = k % len(bufs)
-                if events[i] is not None:
-                    events[i].synchronize()  # its last copy is done
-                np.copyto(bufs[i][:hi - lo], src[lo:hi])
-                dst[lo:hi].set(bufs[i][:hi - lo], stream=stream)
-                events[i] = stream.record()
-            stream.synchronize()
+            device = cupy.cuda.Device()
+            jobs = [pool.submit(_ring_lane, device, lane, src, dst, step,
+                                k * per_lane * step, min(src.size, (k + 1) * per_lane * step))
+                    for k, lane in enumerate(lanes) if k * per_lane * step < src.size]
+            for job in jobs:
+                job.result()
         return out
 
     def argsort(self, codes):
@@ -306,6 +315,23 @@ class CupyBackend:
         (n,) int64 cupy array
         """
         return cupy.argsort(codes)  # stable (thrust stable_sort_by_key)
+
+
+def _ring_lane(device, lane, src, dst, step, lo, hi):
+    """Copy ``src[lo:hi]`` (host bytes) to ``dst[lo:hi]`` (device bytes)
+    through ``lane``'s pinned buffers and stream; returns when it is there."""
+    bufs, stream = lane
+    events = [None] * len(bufs)
+    with device:
+        for k, at in enumerate(range(lo, hi, step)):
+            end = min(hi, at + step)
+            i = k % len(bufs)
+            if events[i] is not None:
+                events[i].synchronize()  # its last copy is done
+            np.copyto(bufs[i][:end - at], src[at:end])
+            dst[at:end].set(bufs[i][:end - at], stream=stream)
+            events[i] = stream.record()
+        stream.synchronize()
 
 
 def _set_period(mod, dtype, period) -> None:
