@@ -79,8 +79,9 @@ class BoruvkaPhases:
         component lowers both components' key in ``s.best`` (64-bit atomicMin of
         the packed (weight, min input row) key; float64: the weight), and so does a
         certified candidate that is still foreign; a candidate that has joined the
-        point's component is dropped, its weight the point's lower bound again.  Nothing in the first iteration (the search
-        starts from the Morton neighbours).
+        point's component is dropped, its weight the point's lower bound again.
+        Nothing in the first iteration (the search starts from the Morton
+        neighbours).
 
         Parameters
         ----------
