@@ -143,8 +143,8 @@ def traced_run(K, pts, min_samples):
         new = K.merge_components(bvh, s)
         row["merge_components"] = time.perf_counter() - t
         row["components_after"] = n - new
-        if hasattr(s, "cand"):
-            row["certified"] = int((s.cand >= 0).sum()) if s.cand is not None else None
+        if hasattr(s, "cl"):  # a certified candidate j is held as ~j
+            row["certified"] = int((s.cl < 0).sum()) if s.cl is not None else None
         edges = new
         per_iter.append(row)
     K.finalize_edges(bvh, s)

@@ -29,8 +29,11 @@
 //                traversals derive them from the parent's range and split.
 //  * delta[i]  : common-prefix length of the augmented keys (code, fine
 //                code, i) and those of i+1, one byte; with it the tree is
-//                built bottom-up (Apetrei 2014) and re-walked bottom-up for
-//                the labels.
+//                built bottom-up (Apetrei 2014).  Construction only: the
+//                label walk finds each parent from the splits and one bit a
+//                leaf (`side`, below), so delta is freed with the codes.
+//  * side[w]   : bit b of word w is set when leaf 32 w + b is its parent's
+//                left child (n / 8 bytes).
 //
 // Boruvka state (indexed by tree position; a component is named by the
 // position of its representative, labels[C] == C):
@@ -43,12 +46,20 @@
 //                    its edge as (src position << 32 | dst position): every
 //                    position but the final root is absorbed exactly once, so
 //                    the n-1 edges need no separate array.
-//  * cand[i]       : i's nearest point in another component, when certified
-//                    exact (everything nearer was searched), else -1.  A
-//                    certified candidate stays exact while its point stays
-//                    foreign (the foreign set only shrinks), so it answers
-//                    later iterations without a search.
-//  * lower[i]      : lower bound on i's distance to any foreign point.
+//  * cl[i]         : i's certified candidate or its lower bound, one word
+//                    (the float's width; the CL traits below):
+//      - ~j (< 0)    j is i's nearest point in another component, certified
+//                    exact (everything nearer was searched).  A certified
+//                    candidate stays exact while its point stays foreign (the
+//                    foreign set only shrinks), so it answers later
+//                    iterations without a search.  i's lower bound is then
+//                    w(i, j) itself: every bound ever raised is at most the
+//                    weight of an edge to a foreign point, and the search
+//                    that certified j raised it to w(i, j); so when j joins
+//                    i's component the bound w(i, j) is put back, the same
+//                    value a separate array would hold.
+//      - bits >= 0   no candidate: the bits of a lower bound on i's distance
+//                    to any foreign point (a float >= 0).
 //  * aux[]         : int scratch: CAS flags of the bottom-up passes (kept at
 //                    -1 between them), the tie minimum, the merge pointers.
 
@@ -85,6 +96,25 @@ template <> struct FT<double> {
   static __device__ __forceinline__ u64 key(double w, int) { return (u64)__double_as_longlong(w); }
   static __device__ __forceinline__ double radius(u64 b) { return __longlong_as_double((long long)b); }
 };
+
+// cl[] words: a candidate j as ~j (negative), else a lower bound's bits (>= 0)
+template <typename T> struct CL;
+template <> struct CL<float> {
+  typedef int word;
+  static __device__ __forceinline__ word of(float lo) {
+    return (int)(__float_as_uint(lo) & 0x7fffffffu);  // a -0 reads as +0, never as a candidate
+  }
+  static __device__ __forceinline__ float lower(word v) { return __uint_as_float((u32)v); }
+};
+template <> struct CL<double> {
+  typedef long long word;
+  static __device__ __forceinline__ word of(double lo) {
+    return __double_as_longlong(lo) & 0x7fffffffffffffffLL;
+  }
+  static __device__ __forceinline__ double lower(word v) { return __longlong_as_double(v); }
+};
+// the candidate of a word, or -1
+template <typename W> __device__ __forceinline__ int cl_cand(W v) { return v < 0 ? (int)~v : -1; }
 
 // best[] initial value: +inf radius (and, for float, the largest tie key)
 template <typename T> struct KeyInit;
@@ -353,6 +383,19 @@ __global__ void k_delta(const u64* __restrict__ codes, const u64* __restrict__ f
   delta[i] = (unsigned char)p;
 }
 
+// side[w], bit b: leaf 32 w + b is its parent's left child (one thread a
+// word of 32 leaves; n >= 2).  The label walk starts from these bits.
+template <typename T, int D>
+__global__ void k_sides(const unsigned char* __restrict__ delta, int n, u32* __restrict__ side) {
+  int w = thread_index();
+  if (w >= ((n + 31) >> 5)) return;
+  int first = w << 5;
+  u32 bits = 0;
+  for (int b = 0; b < 32 && first + b < n; ++b)
+    if (is_left_child(delta, first + b, first + b, n)) bits |= 1u << b;
+  side[w] = bits;
+}
+
 // Points in tree order with their initial labels (own position).
 template <typename T, int D>
 __global__ void k_gather(const T* __restrict__ pts, const int* __restrict__ perm, int n,
@@ -432,17 +475,21 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
 
 // ---------------------------------------------------------------------------
 // 3. label reduction: the same bottom-up walk; a node gets its children's
-// common label, or -1 (mixed).
+// common label, or -1 (mixed).  Without delta: a leaf's side is its bit in
+// side[]; an internal node [l, r] is stored at r when it is a left child and
+// at l otherwise (Karras), so the walker knows the side of the node it
+// holds, and the parent [pl, pr] with split s is the node at pr exactly when
+// that node's split is s (every split is one node's).
 // ---------------------------------------------------------------------------
 template <typename T, int D>
-__global__ void k_climb(const unsigned char* __restrict__ delta, const Pt<T, D>* __restrict__ P,
+__global__ void k_climb(const u32* __restrict__ side, const Pt<T, D>* __restrict__ P,
                         int n, Node<T, D>* nodes, int* flags) {
   int i = thread_index();
   if (i >= n) return;
   int l = i, r = i;
+  bool left = (side[i >> 5] >> (i & 31)) & 1u;
   int L = P[i].label;
   while (true) {
-    bool left = is_left_child(delta, l, r, n);
     int s = left ? r : l - 1;
     __threadfence();
     int other = atomicCAS(&flags[s], -1, left ? l : r);
@@ -459,7 +506,9 @@ __global__ void k_climb(const unsigned char* __restrict__ delta, const Pt<T, D>*
     int Ls = sib_leaf ? P[sib].label : __ldcg(&nodes[sib].label);
     if (Ls != L) L = -1;
     bool root = (pl == 0 && pr == n - 1);
-    int k = root ? 0 : (is_left_child(delta, pl, pr, n) ? pr : pl);
+    // (the walk writes labels only: the splits read here are the build's)
+    left = !root && pr < n - 1 && nodes[pr].split == s;
+    int k = root ? 0 : (left ? pr : pl);
     nodes[k].label = L;
     if (root) return;
     l = pl;
@@ -471,11 +520,13 @@ __global__ void k_climb(const unsigned char* __restrict__ delta, const Pt<T, D>*
 // 4. upper bounds on each component's shortest outgoing edge, before the
 // search: Morton neighbours in different components (the paper's), and every
 // certified candidate that is still foreign (exact for its point).  A
-// candidate that has joined its point's component is dropped.
+// candidate that has joined its point's component is dropped: its weight
+// becomes the point's lower bound again.
 // ---------------------------------------------------------------------------
 template <typename T, int D, bool MRD>
 __global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
-                         const T* __restrict__ core2, int* __restrict__ cand, u64* best, int n) {
+                         const T* __restrict__ core2, typename CL<T>::word* __restrict__ cl,
+                         u64* best, int n) {
   int i = thread_index();
   if (i >= n) return;
   Pt<T, D> pi = P[i];
@@ -491,16 +542,16 @@ __global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__
       atomicMin(&best[pn.label], key);
     }
   }
-  int j = cand[i];
+  int j = cl_cand(cl[i]);
   if (j >= 0) {
     Pt<T, D> pj = P[j];
+    T w = metric<T, MRD>(dist2<T, D>(pi.x, pj.x), ci, MRD ? core2[j] : (T)0);
     if (pj.label != C) {
-      T w = metric<T, MRD>(dist2<T, D>(pi.x, pj.x), ci, MRD ? core2[j] : (T)0);
       int oi = orig[i], oj = orig[j];
       u64 key = FT<T>::key(w, oi < oj ? oi : oj);
       if (key < __ldcg(&best[C])) atomicMin(&best[C], key);
     } else {
-      cand[i] = -1;
+      cl[i] = CL<T>::of(w);  // joined: the candidate's weight is i's lower bound
     }
   }
 }
@@ -513,14 +564,17 @@ __global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__
 // warps instead of warps where a few lanes search and the rest wait.
 // ---------------------------------------------------------------------------
 template <typename T, int D>
-__global__ void k_select(const Pt<T, D>* __restrict__ P, const int* __restrict__ cand,
-                         const T* __restrict__ lower, const u64* __restrict__ best,
-                         int* __restrict__ list, int* count, int n) {
+__global__ void k_select(const Pt<T, D>* __restrict__ P,
+                         const typename CL<T>::word* __restrict__ cl,
+                         const u64* __restrict__ best, int* __restrict__ list, int* count, int n) {
   int i = thread_index();
   bool need = false;
-  if (i < n && cand[i] < 0) {
-    int C = P[i].label;
-    need = !(lower[i] > FT<T>::radius(best[C]));
+  if (i < n) {
+    typename CL<T>::word v = cl[i];
+    if (v >= 0) {  // no candidate: v is the lower bound
+      int C = P[i].label;
+      need = !(CL<T>::lower(v) > FT<T>::radius(best[C]));
+    }
   }
 #ifdef EMST_EMULATE
   if (need) list[atomicAdd(count, 1)] = i;
@@ -553,8 +607,8 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P, const int* __restrict__
 template <typename T, int D, bool MRD, bool FIRST>
 __global__ void __launch_bounds__(256)
 k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
-         const int* __restrict__ orig, const T* __restrict__ core2, T* __restrict__ lower,
-         int* __restrict__ cand, u64* best, int n, int* list, const int* count) {
+         const int* __restrict__ orig, const T* __restrict__ core2,
+         typename CL<T>::word* __restrict__ clw, u64* best, int n, int* list, const int* count) {
   int i = thread_index();
   if (FIRST) {
     if (i >= n) return;
@@ -569,9 +623,12 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   const T inf = FT<T>::inf();
   Pt<T, D> pi = P[i];
   const int C = FIRST ? i : pi.label;
+  // a listed point has no candidate: its word is its lower bound (the
+  // first iteration's words are all zero)
+  const T lower = FIRST ? (T)0 : CL<T>::lower(clw[i]);
   if (!FIRST) {
     // the radius may have shrunk since the selection
-    if (lower[i] > FT<T>::radius(__ldcg(&best[C]))) return;  // cand[i] is -1
+    if (lower > FT<T>::radius(__ldcg(&best[C]))) return;
   }
   const T ci = MRD ? core2[i] : (T)0;
   T bw = inf;
@@ -683,17 +740,17 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   // smaller row).  Every candidate that can be its component's shortest
   // edge (bw <= final radius) is certified: pruned subtrees were beyond
   // min(radius, bw) of their time, and both only shrink.
-  T lb = bw < pruned ? bw : pruned;
-  if (lb > lower[i]) lower[i] = lb;
+  // (certified: the lower bound is bw itself, implied by the candidate)
   if (bj >= 0 && bw < pruned) {
-    cand[i] = bj;
+    clw[i] = ~(typename CL<T>::word)bj;
     if (!FIRST) {
       int oi = orig[i];
       u64 key = FT<T>::key(bw, oi < bo ? oi : bo);
       if (key < __ldcg(&best[C])) atomicMin(&best[C], key);
     }
   } else {
-    cand[i] = -1;
+    T lb = bw < pruned ? bw : pruned;
+    if (FIRST || lb > lower) clw[i] = CL<T>::of(lb > lower ? lb : lower);
   }
 }
 
@@ -709,18 +766,21 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
 // ---------------------------------------------------------------------------
 template <typename T, int D, bool MRD>
 __global__ void k_ties(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
-                       const T* __restrict__ core2, const int* __restrict__ cand,
-                       const u64* __restrict__ best, T* __restrict__ lower, int* aux, u64* key2,
-                       int n) {
+                       const T* __restrict__ core2, typename CL<T>::word* __restrict__ cl,
+                       const u64* __restrict__ best, int* aux, u64* key2, int n) {
   int i = thread_index();
   if (i >= n) return;
   Pt<T, D> pi = P[i];
   int C = pi.label;
   u64 B = best[C];
   T wstar = FT<T>::radius(B);
-  if (wstar > lower[i]) lower[i] = wstar;
-  int j = cand[i];
-  if (j < 0) return;
+  typename CL<T>::word v = cl[i];
+  if (v >= 0) {  // no candidate: raise the lower bound
+    if (wstar > CL<T>::lower(v)) cl[i] = CL<T>::of(wstar);
+    return;
+  }
+  // a candidate's bound, w(i, j), is not below its component's shortest edge
+  int j = (int)~v;
   Pt<T, D> pj = P[j];
   T w = metric<T, MRD>(dist2<T, D>(pi.x, pj.x), MRD ? core2[i] : (T)0, MRD ? core2[j] : (T)0);
   int oi = orig[i], oj = orig[j];
@@ -738,11 +798,11 @@ __global__ void k_ties(const Pt<T, D>* __restrict__ P, const int* __restrict__ o
 // ~i would be for position 0 and so skip that component's merge).
 template <typename T, int D>
 __global__ void k_winner(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
-                         const int* __restrict__ cand, int* aux, const u64* __restrict__ key2,
-                         int n) {
+                         const typename CL<T>::word* __restrict__ cl, int* aux,
+                         const u64* __restrict__ key2, int n) {
   int i = thread_index();
   if (i >= n) return;
-  if (cand[i] < 0) return;
+  if (cl[i] >= 0) return;  // no candidate
   int C = P[i].label;
   u32 oi = (u32)orig[i];
   if (sizeof(T) == 4) {
@@ -759,8 +819,9 @@ __global__ void k_winner(const Pt<T, D>* __restrict__ P, const int* __restrict__
 // aux[C] = next(C) = the label of the edge's far end.
 // ---------------------------------------------------------------------------
 template <typename T, int D>
-__global__ void k_merge_next(const Pt<T, D>* __restrict__ P, const int* __restrict__ cand,
-                             int* aux, u64* edges, int n, int first) {
+__global__ void k_merge_next(const Pt<T, D>* __restrict__ P,
+                             const typename CL<T>::word* __restrict__ cl, int* aux, u64* edges,
+                             int n, int first) {
   int C = thread_index();
   if (C >= n) return;
   if (P[C].label != C) return;
@@ -775,7 +836,7 @@ __global__ void k_merge_next(const Pt<T, D>* __restrict__ P, const int* __restri
     aux[C] = C;
     return;
   }
-  int j = cand[win];
+  int j = (int)~cl[win];  // the winner holds a candidate
   edges[C] = ((u64)(u32)win << 32) | (u64)(u32)j;
   aux[C] = P[j].label;
 }

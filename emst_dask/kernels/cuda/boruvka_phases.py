@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .records import _NO_KEY, INT_MAX, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32
+from .records import _NO_KEY, CL_WORD, INT_MAX, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32
 
 
 class BoruvkaPhases:
@@ -22,26 +22,27 @@ class BoruvkaPhases:
         bvh : CudaBVH
         core2 : (n,) cupy array of the points' dtype, or None
             Squared core distances, tree order (not used when ``mrd`` is False:
-            ``s.core2`` is then ``s.lower``; the Euclidean kernels do not read it).
+            ``s.core2`` is then ``s.cl``; the Euclidean kernels do not read it).
         mrd : bool
             Mutual reachability: weights are ``max(core2_i, core2_j, d2)``.
 
         Returns
         -------
         CudaBoruvkaState
-            ``lower`` zeros; ``best`` the infinite-radius key (``KEY_INIT``);
-            ``key2`` all ones for float64, else ``best`` itself; ``edges`` is
-            ``best`` (float32) or ``key2`` (float64); ``cand`` uninitialised;
-            ``it = 0``.
+            ``cl`` zeros (no candidate, lower bound 0); ``best`` the
+            infinite-radius key (``KEY_INIT``); ``key2`` all ones for float64,
+            else ``best`` itself; ``edges`` is ``best`` (float32) or ``key2``
+            (float64); ``it = 0``.  The tree's ``delta`` is dropped: the
+            label walk runs on the splits and ``bvh.side``.
         """
         xp = cls.xp
         n, dt = bvh.n, bvh.dtype
-        lower = xp.zeros(n, dt)
+        bvh.delta = None  # construction only
+        cl = xp.zeros(n, CL_WORD[dt])
         best = xp.full(n, KEY_INIT[dt], np.uint64)
         key2 = xp.full(n, _NO_KEY, np.uint64) if dt == np.float64 else best
         return CudaBoruvkaState(
-            mrd=bool(mrd), core2=core2 if mrd else lower, lower=lower,
-            cand=xp.empty(n, np.int32), best=best, key2=key2,
+            mrd=bool(mrd), core2=core2 if mrd else cl, cl=cl, best=best, key2=key2,
             edges=best if dt == np.float32 else key2,
             counter=xp.zeros(2, np.int32), count=xp.zeros(1, np.int32),
             )
@@ -68,7 +69,7 @@ class BoruvkaPhases:
             return  # all points singletons: every node is mixed (k_build set -1)
         bvh.aux.fill(-1)
         cls._launch(bvh, bvh.d, "k_climb", bvh.n,
-                    (bvh.delta, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
+                    (bvh.side, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
 
     @classmethod
     def compute_upper_bounds(cls, bvh, s):
@@ -78,8 +79,9 @@ class BoruvkaPhases:
         component lowers both components' key in ``s.best`` (64-bit atomicMin of
         the packed (weight, min input row) key; float64: the weight), and so does a
         certified candidate that is still foreign; a candidate that has joined the
-        point's component is dropped.  Nothing in the first iteration (the search
-        starts from the Morton neighbours).
+        point's component is dropped, its weight the point's lower bound again.
+        Nothing in the first iteration (the search starts from the Morton
+        neighbours).
 
         Parameters
         ----------
@@ -89,12 +91,13 @@ class BoruvkaPhases:
         Returns
         -------
         None
-            Lowers ``s.best``; sets ``s.cand[i] = -1`` for dropped candidates.
+            Lowers ``s.best``; sets ``s.cl[i]`` to the lower bound for dropped
+            candidates.
         """
         if s.it == 0:
             return  # the first search starts from its Morton neighbours
         cls._launch(bvh, bvh.d, "k_bounds", bvh.n,
-                    (bvh.P, bvh.orig, s.core2, s.cand, s.best, _i32(bvh.n)), s.mrd)
+                    (bvh.P, bvh.orig, s.core2, s.cl, s.best, _i32(bvh.n)), s.mrd)
 
     @classmethod
     def find_component_outgoing_edges(cls, bvh, s):
@@ -114,9 +117,10 @@ class BoruvkaPhases:
         Returns
         -------
         None
-            Sets ``s.cand`` (int32 tree position of the certified nearest foreign
-            point, else -1), raises ``s.lower``, lowers ``s.best`` (not in the first
-            iteration); the work list's slots of ``bvh.aux`` are back at -1.
+            Sets ``s.cl`` (``~j`` for the certified nearest foreign point at tree
+            position j, else the raised lower bound's bits), lowers ``s.best`` (not
+            in the first iteration); the work list's slots of ``bvh.aux`` are back
+            at -1.
         """
         n = _i32(bvh.n)
         first = s.it == 0
@@ -125,9 +129,9 @@ class BoruvkaPhases:
             # the search puts every slot it reads back to -1)
             s.count.fill(0)
             cls._launch(bvh, bvh.d, "k_select", bvh.n,
-                        (bvh.P, s.cand, s.lower, s.best, bvh.aux, s.count, n))
+                        (bvh.P, s.cl, s.best, bvh.aux, s.count, n))
         cls._launch(bvh, bvh.d, "k_search", bvh.n,
-                    (bvh.P, bvh.nodes, bvh.orig, s.core2, s.lower, s.cand, s.best,
+                    (bvh.P, bvh.nodes, bvh.orig, s.core2, s.cl, s.best,
                      n, bvh.aux, s.count), s.mrd, first)
 
     @classmethod
@@ -135,7 +139,7 @@ class BoruvkaPhases:
         """Each component's minimum outgoing edge, strict order (``k_ties``, ``k_winner``).
 
         ``s.best`` already holds each component's least (weight, min input row)
-        key (float64: least weight).  ``k_ties`` raises every point's ``s.lower``
+        key (float64: least weight).  ``k_ties`` raises every point's lower bound
         to its component's radius and, among the candidates matching that key,
         takes the least source row (float32: atomicMin in ``bvh.aux``; float64: of
         (min row, source row) in ``s.key2``); ``k_winner`` marks the winning point
@@ -150,17 +154,17 @@ class BoruvkaPhases:
         Returns
         -------
         None
-            Sets ``bvh.aux[C]`` per component, raises ``s.lower``, fills ``s.key2``
-            (float64).
+            Sets ``bvh.aux[C]`` per component, raises the lower bounds in ``s.cl``,
+            fills ``s.key2`` (float64).
         """
         if s.it == 0:
             return  # a singleton's shortest edge is its point's candidate
         n = _i32(bvh.n)
         cls._launch(bvh, bvh.d, "k_ties", bvh.n,
-                    (bvh.P, bvh.orig, s.core2, s.cand, s.best, s.lower, bvh.aux, s.key2, n),
+                    (bvh.P, bvh.orig, s.core2, s.cl, s.best, bvh.aux, s.key2, n),
                     s.mrd)
         cls._launch(bvh, bvh.d, "k_winner", bvh.n,
-                    (bvh.P, bvh.orig, s.cand, bvh.aux, s.key2, n))
+                    (bvh.P, bvh.orig, s.cl, bvh.aux, s.key2, n))
 
     @classmethod
     def merge_components(cls, bvh, s):
@@ -188,7 +192,7 @@ class BoruvkaPhases:
         """
         dt, d, n = bvh.dtype, bvh.d, _i32(bvh.n)
         cls._launch(dt, d, "k_merge_next", bvh.n,
-                    (bvh.P, s.cand, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
+                    (bvh.P, s.cl, bvh.aux, s.edges, n, _i32(1 if s.it == 0 else 0)))
         if s.rec is not None:  # the picks, while aux[] holds the far components
             cls._launch(dt, d, "k_record_picks", bvh.n, (bvh.P, bvh.aux, *s.rec, n, _i32(s.it)))
         cls._launch(dt, d, "k_merge_roots", bvh.n,
@@ -281,8 +285,8 @@ class BoruvkaPhases:
         """The tree's edges as input rows, their weights recomputed (``k_finalize``).
 
         Reads the root's label (4 bytes), releases the tree and the search state
-        (``bvh.nodes``, ``bvh.delta``, ``bvh.aux``, ``s.lower``, ``s.cand`` and the
-        key arrays become None), then one thread per edge: every tree position but
+        (``bvh.nodes``, ``bvh.side``, ``bvh.aux``, ``s.cl`` and the key arrays
+        become None), then one thread per edge: every tree position but
         the root's holds the edge that absorbed it.
 
         Parameters
@@ -310,8 +314,8 @@ class BoruvkaPhases:
         root = cls._final_root(bvh)
         # the tree and the search state are done with: give their memory back
         # before the outputs are allocated (the peak stays the loop's)
-        bvh.nodes = bvh.delta = bvh.aux = None
-        s.lower = s.cand = None
+        bvh.nodes = bvh.delta = bvh.side = bvh.aux = None
+        s.cl = None
         if s.edges is not s.best:
             s.best = None
         src = xp.empty(m, np.int64)
@@ -334,20 +338,18 @@ class BoruvkaPhases:
 
         Returns
         -------
-        cand : (n,) int32 cupy array
-            Tree position of each point's nearest other point (ties: the
-            smaller input row); -1 where a tie at the pruning distance left
-            it uncertified.
-        d2 : (n,) cupy array of the points' dtype
-            Squared distance to it (a lower bound where ``cand`` is -1).
+        (n,) int32 (float64 points: int64) cupy array
+            The search's words: ``~j`` (negative) for j, the tree position of
+            the point's nearest other point (ties: the smaller input row),
+            else, where a tie at the pruning distance left it uncertified,
+            the bits of a lower bound on the squared distance.
         """
         xp = cls.xp
         n = bvh.n
-        lower = xp.zeros(n, bvh.dtype)
-        cand = xp.empty(n, np.int32)
+        cl = xp.empty(n, CL_WORD[bvh.dtype])  # the first search writes every word
         unused = xp.empty(1, np.uint64)  # the first search reads no radius
         nolist = xp.zeros(1, np.int32)   # nor a work list
         cls._launch(bvh, bvh.d, "k_search", n,
-                    (bvh.P, bvh.nodes, bvh.orig, lower, lower, cand, unused, _i32(n),
+                    (bvh.P, bvh.nodes, bvh.orig, cl, cl, unused, _i32(n),
                      nolist, nolist), False, True)
-        return cand, lower
+        return cl

@@ -112,7 +112,8 @@ class ConstructionPhases:
         ``k_gather`` writes the point records (coordinates, label = own position),
         ``k_delta`` the common-prefix length of each two neighbouring codes, and
         ``k_build`` the node records bottom-up, one thread per leaf with CAS flags
-        in ``aux`` (Apetrei 2014), every node labelled -1 (mixed).  For n < 2 only
+        in ``aux`` (Apetrei 2014), every node labelled -1 (mixed), and
+        ``k_sides`` each leaf's side bit for the label walk.  For n < 2 only
         the gather runs.
 
         Parameters
@@ -152,8 +153,11 @@ class ConstructionPhases:
             cls._launch(dt, d, "k_delta", m, (codes, fine if has_fine else codes,
                                               _i32(has_fine), _i32(n), delta))
             cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
+        side = xp.zeros(max((n + 31) // 32, 1), np.uint32)
+        if n >= 2:
+            cls._launch(dt, d, "k_sides", side.shape[0], (delta, _i32(n), side))
         period = None if period is None else np.asarray(period, np.float64)
-        return CudaBVH(P=P, nodes=nodes, delta=delta, orig=orig, aux=aux, n=n, d=d,
+        return CudaBVH(P=P, nodes=nodes, delta=delta, side=side, orig=orig, aux=aux, n=n, d=d,
                        dtype=dt, pt_bytes=ps, node_bytes=ns, period=period)
 
     # -- mutual reachability ---------------------------------------------------

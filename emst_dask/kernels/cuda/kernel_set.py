@@ -9,7 +9,7 @@ The engine's phases map to launches as follows (n threads each, tree order):
 
 =============================  ==================================================
 construct_bvh                  k_morton, argsort (CuPy's, stable), k_gather,
-                               k_delta, k_build (bottom-up, CAS flags)
+                               k_delta, k_build (bottom-up, CAS flags), k_sides
 compute_core_distances         k_knn (k-th other neighbour, value only)
 reduce_labels                  aux <- -1, k_climb (bottom-up); nothing in the
                                first iteration (all nodes are mixed)
@@ -24,8 +24,10 @@ finalize_edges                 k_finalize
 =============================  ==================================================
 
 Device memory per point, 3-D float32, min_samples = 1: points with labels 16,
-nodes 32 (n - 1 of them), delta 1, orig 4, aux 4, lower 4, cand 4, best 8
-(which also holds the finished edges): 73 bytes, plus what the engine holds.
+nodes 32 (n - 1 of them), leaf sides 1/8, orig 4, aux 4, a certified
+candidate or a lower bound 4, best 8 (which also holds the finished edges):
+68.1 bytes, plus what the engine holds (delta, 1 byte, lives through the
+construction only).
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ import numpy as np
 KEY_INIT = {np.dtype(np.float32): np.uint64(0x7F800000FFFFFFFF),
             np.dtype(np.float64): np.uint64(0x7FF0000000000000)}
 _NO_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: the word of cl[] (a candidate or a lower bound) per dtype: the float's width
+CL_WORD = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
 
 def _i32(v):
@@ -44,9 +46,11 @@ class CudaBVH:
 
     P : (n * pt_bytes,) uint8 point records (coordinates and component
     label).  nodes : ((n-1) * node_bytes,) uint8 node records (box, children).
-    delta : (n-1,) uint8 common-prefix lengths of neighbouring codes.
-    orig : (n,) int32 input row of each position.  aux : (n,) int32 scratch
-    (construction flags, then the Borůvka work lists).  period : (d,)
+    delta : (n-1,) uint8 common-prefix lengths of neighbouring codes
+    (construction only: ``init_boruvka`` drops it).  side : (ceil(n/32),)
+    uint32, bit i set when leaf i is its parent's left child (the label
+    walk's start).  orig : (n,) int32 input row of each position.  aux :
+    (n,) int32 scratch (construction flags, then the Borůvka work lists).  period : (d,)
     float64 box lengths of a periodic box (scaled with the points; the
     kernels of the periodic modules run), or None.
     """
@@ -54,6 +58,7 @@ class CudaBVH:
     P: Any
     nodes: Any
     delta: Any
+    side: Any
     orig: Any
     aux: Any
     n: int
@@ -68,9 +73,11 @@ class CudaBVH:
 class CudaBoruvkaState:
     """Borůvka iteration state on the device (arrays (n,)).
 
-    core2 : squared core distances (tree order; ``lower`` when not mrd).
-    lower : per point, a lower bound on its distance to anything foreign.
-    cand : int32 best foreign candidate.  best : uint64 packed (weight,
+    core2 : squared core distances (tree order; ``cl`` when not mrd).
+    cl : per point, its certified nearest foreign point j as ``~j`` (< 0),
+    else the bits of a lower bound on its distance to anything foreign
+    (``CL_WORD``: int32 for float32, int64 for float64; a candidate's lower
+    bound is its weight, see ``boruvka.cu``).  best : uint64 packed (weight,
     position) keys per component, which also hold the finished edges for
     float32; key2 : the same for float64 ties (``best`` itself for float32).
     counter : int32 [edges so far, unfinished root searches]; count : int32
@@ -80,8 +87,7 @@ class CudaBoruvkaState:
 
     mrd: bool
     core2: Any
-    lower: Any
-    cand: Any
+    cl: Any
     best: Any
     key2: Any
     edges: Any
