@@ -192,6 +192,39 @@ def test_dask_array_source(client):
     same_as_single(tree, pts)
 
 
+def test_persisted_chunks_read_as_one_block_a_run(client):
+    """A persisted dask array of many small chunks: each worker's runs of
+    neighbouring chunks become one block (one task, not one a chunk), the
+    tree is the one-box tree, and a NaN is named by its global row."""
+    import dask.array as da
+
+    from emst_dask.distributed.partitioned import held_runs, persisted_chunks
+    from emst_dask.io.source import irregular_chunks
+
+    pts = GENERATORS["halos"](12_000, 3, 3)
+    x = client.persist(da.from_array(pts, chunks=(250, 3)))
+    futs = persisted_chunks(client, x)
+    chunks = irregular_chunks(x.chunks[0])
+    runs = held_runs(client, futs, chunks, 3000)
+    assert runs[0][0] == 0 and runs[-1][1] == len(chunks)
+    assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))        # cover in order
+    assert all(chunks[j - 1][1] - chunks[i][0] <= 3000 for i, j, _ in runs)
+    assert len(runs) < len(chunks)
+    where = client.who_has(futs)
+    for i, j, w in runs:                                             # held there
+        assert all(w in where[f.key] for f in futs[i:j])
+    del futs
+    assert persisted_chunks(client, x + 1) is None                  # a graph on top
+    same_as_single(emst(x, client=client, partitions=3), pts)
+    bad = pts.copy()
+    bad[7777, 2] = np.nan
+    xb = client.persist(da.from_array(bad, chunks=(250, 3)))
+    with pytest.raises(InputError, match="first bad row is 7777"):
+        emst(xb, client=client, partitions=3)
+    # not persisted: a task a chunk, as before
+    assert held_runs(client, [], chunks, 3000) is None
+
+
 def test_nan_in_a_chunk_is_named_before_any_work(client, tmp_path):
     pts = np.random.default_rng(0).random((3000, 3)).astype(np.float32)
     pts[2345, 1] = np.nan

@@ -281,3 +281,23 @@ def test_certificate_renumbered_rounds_equal_rounds_over_the_box(cloud):
     np.testing.assert_array_equal(got_c, want_c)
     np.testing.assert_array_equal(got_l, want_l)
     assert np.all(got_l[got_l] == got_l)                 # roots label themselves
+
+
+@pytest.mark.parametrize("m", [1, 5, 4096, 4097, 20_000])
+def test_device_axis_bounds_equal_the_host(m):
+    """The device summary's bounds (parts of rows reduced first; run here
+    with numpy) equal ``axis_bounds``: per-axis extremes, and the smallest
+    nonzero magnitude, zeros and negative values included."""
+    from emst_dask.kernels.cpu.bvh import axis_bounds
+    from emst_dask.partitioned.steps import _device_axis_bounds
+
+    rng = np.random.default_rng(m)
+    x = (rng.standard_normal((m, 3)) * 10.0 ** rng.integers(-30, 30, (m, 3))).astype(np.float32)
+    x[rng.random((m, 3)) < 0.2] = 0
+    lo, hi, small = _device_axis_bounds(x)
+    want = axis_bounds(x)
+    np.testing.assert_array_equal(lo, want[0])
+    np.testing.assert_array_equal(hi, want[1])
+    assert small == want[2]
+    zeros = np.zeros((m, 2), np.float64)
+    assert _device_axis_bounds(zeros)[2] == np.inf == axis_bounds(zeros)[2]

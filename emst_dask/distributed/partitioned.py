@@ -180,6 +180,13 @@ def read_blocks(client, src, workers: list, P: int, token: str) -> list:
                                       workers=[w], pure=False))
         return futs
     if isinstance(src, DaskPoints):
+        held = persisted_chunks(client, src.array)
+        runs = None if held is None else held_runs(client, held, src.chunks, max(1, src.n // nb))
+        if runs is not None:  # persisted: each worker's neighbouring chunks as one block
+            return [client.submit(_task(steps.array_blocks), int(src.chunks[i][0]), src.where,
+                                  src.compute_dtype, *held[i:j],
+                                  key=f"emst-part-{token}-read-{k}", workers=[w], pure=False)
+                    for k, (i, j, w) in enumerate(runs)]
         delayed = client.compute(src.delayed_blocks())
         return [client.submit(_task(steps.array_block), blk, a, src.where, src.compute_dtype,
                               key=f"emst-part-{token}-read-{i}", pure=False)
@@ -189,6 +196,44 @@ def read_blocks(client, src, workers: list, P: int, token: str) -> list:
                           workers=[workers[i % len(workers)]], allow_other_workers=True,
                           pure=False)
             for i, (a, b) in enumerate(blocks)]
+
+
+def persisted_chunks(client, arr):
+    """The futures of a persisted (n, d) dask array's row chunks, in row
+    order, once they are in memory; None when the array is not simply a
+    persisted one (a graph on top of it, say)."""
+    from distributed import futures_of, wait
+
+    by_key = {f.key: f for f in futures_of(arr)}
+    keys = [row[0] for row in arr.__dask_keys__()]
+    if not keys or any(k not in by_key for k in keys):
+        return None
+    futs = [by_key[k] for k in keys]
+    with client.as_current():
+        wait(futs)  # what computing them would wait for
+    return futs
+
+
+def held_runs(client, futures, chunks, rows: int):
+    """Runs of neighbouring chunks held by one worker, each of at most
+    ``rows`` rows unless one chunk is larger: [(first, stop, worker)] over
+    the chunk indices; None unless the scheduler has every chunk in memory
+    already (a persisted array: a task a chunk costs more than the chunk's
+    own work when the chunks are small, and the chunks are where they are).
+    """
+    if not futures:
+        return None
+    where = client.who_has(futures)
+    holders = [min(where.get(f.key) or [None]) for f in futures]
+    if None in holders:
+        return None
+    runs, first = [], 0
+    for i in range(1, len(futures) + 1):
+        if (i == len(futures) or holders[i] != holders[first]
+                or chunks[i][1] - chunks[first][0] > rows):
+            runs.append((first, i, holders[first]))
+            first = i
+    return runs
 
 
 def worker_memory(client, backend) -> dict:
