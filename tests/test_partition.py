@@ -248,11 +248,14 @@ def _certificate_every_round_over_the_box(s, t, rank, w2, face2, n):
     return certified, labels
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cloud", ["halos", "lattice", "copies"])
-def test_certificate_renumbered_rounds_equal_rounds_over_the_box(cloud):
-    """The certificate's later rounds run on the components the uncertified
-    edges touch, renumbered: the same kept edges and the same roots as
-    rounds over the whole box, on clouds with ties and duplicates too."""
+def test_certificate_equals_rounds_over_the_box_in_the_strict_order(cloud, dtype):
+    """The certificate's round 1 without an order of the edges (a packed
+    (weight, min) word a point, ties by max; float64: ranks), its later
+    rounds on the components the uncertified edges touch, renumbered: the
+    same kept edges and the same roots as rounds over the whole box in the
+    strict order, on clouds with ties and duplicates too."""
     from emst_dask.engine.order import strict_edge_order
     from emst_dask.partitioned.certificate import boruvka_certificate
     from emst_dask.partitioned.phase1 import run_engine
@@ -264,23 +267,30 @@ def test_certificate_renumbered_rounds_equal_rounds_over_the_box(cloud):
         pts = rng.integers(0, 12, (8000, 3)).astype(np.float32)
     else:
         pts = np.repeat(rng.random((3000, 2)).astype(np.float32), 3, axis=0)
+    pts = pts.astype(dtype)
     s, t, w2 = run_engine(pts, "cpu", 1)
+    assert w2.dtype == dtype
     n = pts.shape[0]
     order = strict_edge_order(np, s, t, w2)
     rank = np.empty(n - 1, np.int64)
     rank[order] = np.arange(n - 1)
-    # face distances of a box cut at the median of x, with a slab of points
-    # whose faces are far: many rounds, many components left
+    # face distances of a box cut at the median of x: points far from the
+    # face certify at once, many rounds near it
     x = pts[:, 0].astype(np.float64)
     face = np.abs(x - np.median(x))
     face2 = (face * face)
     w2f = w2.astype(np.float64)
     want_c, want_l = _certificate_every_round_over_the_box(s, t, rank, w2f, face2, n)
-    got_c, got_l = boruvka_certificate(np, s, t, rank, w2f, face2, n, np.minimum.at)
+    got_c, got_l = boruvka_certificate(np, s, t, w2, face2, n, np.minimum.at)
     assert 0 < want_c.sum() < n - 1
     np.testing.assert_array_equal(got_c, want_c)
     np.testing.assert_array_equal(got_l, want_l)
     assert np.all(got_l[got_l] == got_l)                 # roots label themselves
+    # the edges' order does not matter
+    p = np.random.default_rng(1).permutation(n - 1)
+    got_c2, got_l2 = boruvka_certificate(np, t[p], s[p], w2[p], face2, n, np.minimum.at)
+    np.testing.assert_array_equal(got_c2, want_c[p])
+    np.testing.assert_array_equal(got_l2, want_l)
 
 
 @pytest.mark.parametrize("m", [1, 5, 4096, 4097, 20_000])

@@ -32,7 +32,7 @@ def strict_edge_order(xp, s, t, w2):
         if w2.dtype == np.float32:
             # one 64-bit radix sort instead of three 32-bit ones (measured 34
             # -> about 20 ms for 1e8 edges on an H100)
-            key = _packed_key(xp, w2, s, t)
+            key = packed_key(xp, w2, s, t)
             order = xp.argsort(key)
             return _by_max_within_ties(xp, order, key, s, t)
         # float64: one 64-bit radix sort of the weight's bits (half the
@@ -57,9 +57,9 @@ def strict_edge_order(xp, s, t, w2):
     return radix_argsort(key, 64)
 
 
-def _packed_key(xp, w2, s, t):
+def packed_key(xp, w2, s, t):
     """(m,) uint64: float32 w2's bits above min(s, t) (one pass on the
-    device)."""
+    device); below 2**63 for w2 >= 0 (not NaN), ids below 2**32."""
     if isinstance(w2, np.ndarray):  # the device branch run on the host (tests)
         key = xp.ascontiguousarray(w2).view(xp.uint32).astype(xp.uint64) << xp.uint64(32)
         key |= xp.minimum(s, t).astype(xp.uint64)

@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from ..arrays import jump_to_roots
+from ..engine.order import packed_key, strict_edge_order
 
 
 @njit(cache=True)
@@ -76,39 +77,51 @@ def kruskal_certificate(order, a, b, w2, face2):
     return certified, labels
 
 
-def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=256):
+def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
     """The local certificate by Borůvka rounds over a box's MST edges, with
     whole-array operations (CuPy on the GPU: no sequential pass).
 
     Every round, each component takes its minimum incident tree edge in the
-    strict order (``rank``; the minimum edge leaving a component is a tree
-    edge, so this is its minimum outgoing edge among all the box's pairs) and
-    keeps it if its squared weight is below the component's smallest squared
-    face distance: then no foreign point can undercut it and it is a global
-    MST edge.  Kept edges merge their components (hooks plus pointer
-    jumping); rounds stop when no component can keep its edge.  It certifies
-    a subset of what ``kruskal_certificate`` does; every edge it leaves is a
-    phase-2 candidate, so stopping early (``max_rounds``) costs no exactness.
+    strict order (w2, min(s, t), max(s, t)) (the minimum edge leaving a
+    component is a tree edge, so this is its minimum outgoing edge among all
+    the box's pairs) and keeps it if its squared weight is below the
+    component's smallest squared face distance: then no foreign point can
+    undercut it and it is a global MST edge.  Kept edges merge their
+    components (hooks plus pointer jumping); rounds stop when no component
+    can keep its edge.  It certifies a subset of what
+    ``kruskal_certificate`` does; every edge it leaves is a phase-2
+    candidate, so stopping early (``max_rounds``) costs no exactness.
 
-    Round 1 (every point its own component) runs over the whole box; it
-    certifies nearly every edge away from the shared faces.  The later
-    rounds run on the few components the uncertified edges touch,
-    renumbered ``0..k-1`` in the order of their roots (so every comparison
-    of roots, and so every hook, is the one the whole box would make), and
-    their roots are mapped back to the points once at the end: the points'
-    arrays are passed over a fixed number of times, not once a round.
+    Round 1 (every point its own component) runs over the whole box and
+    certifies nearly every edge away from the shared faces.  It needs no
+    order of the box's edges: each point's minimum incident edge is found
+    by a scatter-min of (weight bits, min) packed in a word, the rare ties
+    of that word then by max (float32 weights and fewer than 2**32 points;
+    otherwise by a rank from the strict order).  The later rounds rank only
+    the edges left, and run on the few components they touch, renumbered
+    ``0..k-1`` in the order of their roots (so every comparison of roots,
+    and so every hook, is the one the whole box would make); their roots
+    are mapped back to the points once at the end.
 
-    s, t : (m,) int64 local indices; rank : (m,) int64 strict-order rank;
-    w2, face2 : (m,) and (n,) float64 squared (scaled) weights and safe face
-    distances, both >= 0; ``scatter_min(a, idx, v)`` is ``np.minimum.at``
+    s, t : (m,) int64 local indices; w2 : (m,) float32 or float64 squared
+    (scaled) weights, face2 : (n,) float64 squared safe face distances, both
+    >= 0; ``scatter_min(a, idx, v)`` is ``np.minimum.at``
     (``cupyx.scatter_min``).  Returns ``certified`` (m,) bool and ``labels``
     (n,) int64, the root of each point's component under the certified
     edges (a root labels itself).
     """
     face_key = face2.astype(xp.float64).view(xp.int64)  # order-preserving for >= 0
-    wkey = w2.astype(xp.float64, copy=False).view(xp.int64)
+    wkey = w2.astype(xp.float64).view(xp.int64)
+    if s.shape[0] == 0:
+        return xp.zeros(0, xp.bool_), xp.arange(n, dtype=xp.int64)
     # round 1: each point alone, its smallest face distance its own
-    certified, labels = _round(xp, s, t, rank, wkey, face_key, n, scatter_min)
+    if w2.dtype == np.float32 and n <= 1 << 32:
+        by_u, by_v = _first_choices(xp, s, t, w2, wkey, face_key, n, scatter_min)
+        certified, labels = _hook(xp, s, t, by_u, by_v, n, None)
+        del by_u, by_v
+    else:
+        certified, labels = _round(xp, s, t, _ranks(xp, s, t, w2), wkey, face_key, n,
+                                   scatter_min)
     if certified is None:
         return xp.zeros(s.shape[0], xp.bool_), labels
     live = xp.flatnonzero(~certified)                    # phase 2's candidates
@@ -129,7 +142,7 @@ def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=25
     del low
     cu, cv = xp.searchsorted(comp, lu), xp.searchsorted(comp, lv)
     del lu, lv
-    r, wk = rank[live], wkey[live]
+    r, wk = _ranks(xp, s[live], t[live], w2[live]), wkey[live]
     labels_c = xp.arange(k, dtype=xp.int64)
     for _ in range(max_rounds - 1):
         keep, labels_c = _round(xp, labels_c[cu], labels_c[cv], r, wk, low_c, k, scatter_min,
@@ -146,6 +159,40 @@ def boruvka_certificate(xp, s, t, rank, w2, face2, n, scatter_min, max_rounds=25
     to_root = xp.arange(n, dtype=xp.int64)
     to_root[comp] = comp[labels_c]
     return certified, to_root[labels]
+
+
+def _ranks(xp, s, t, w2):
+    """(m,) int64 rank of each edge in the strict order (w2, min, max)."""
+    order = strict_edge_order(xp, s, t, w2)
+    rank = xp.empty(s.shape[0], xp.int64)
+    rank[order] = xp.arange(s.shape[0], dtype=xp.int64)
+    return rank
+
+
+def _first_choices(xp, s, t, w2, wkey, face_key, n, scatter_min):
+    """Round 1's kept edges by end, without an order of the edges: (by_u,
+    by_v) (m,) bool, the edge is its end's (s's, t's) minimum incident edge
+    in the strict order and lighter than that end's face distance.
+
+    The minimum of (w2's float32 bits, min(s, t)) packed in one int64 (the
+    bits of a float >= 0 order as the float) is taken per end; the edges of
+    a point that tie with it in that word are told apart by max(s, t) (two
+    edges equal in weight, min and max are one edge)."""
+    big = xp.iinfo(xp.int64).max
+    key = packed_key(xp, w2, s, t).view(xp.int64)
+    best = xp.full(n, big, xp.int64)
+    scatter_min(best, s, key)
+    scatter_min(best, t, key)
+    on_u = best[s] == key
+    on_v = best[t] == key
+    del best, key
+    hi = xp.maximum(s, t)
+    top = xp.full(n, big, xp.int64)
+    scatter_min(top, s, xp.where(on_u, hi, big))
+    scatter_min(top, t, xp.where(on_v, hi, big))
+    by_u = on_u & (top[s] == hi) & (wkey < face_key[s])
+    by_v = on_v & (top[t] == hi) & (wkey < face_key[t])
+    return by_u, by_v
 
 
 def _round(xp, lu, lv, r, wk, face_key, n, scatter_min, labels=None):
@@ -170,6 +217,13 @@ def _round(xp, lu, lv, r, wk, face_key, n, scatter_min, labels=None):
     by_u = (best[lu] == r) & (wk < low[lu])
     by_v = (best[lv] == r) & (wk < low[lv])
     del best, low
+    return _hook(xp, lu, lv, by_u, by_v, n, labels)
+
+
+def _hook(xp, lu, lv, by_u, by_v, n, labels):
+    """Merge the components along their kept edges: (kept (m,) bool, the new
+    labels (n,)), or (None, labels) when nothing is kept (``labels`` None:
+    each its own)."""
     keep = by_u | by_v
     if not bool(keep.any()):
         return None, (xp.arange(n, dtype=xp.int64) if labels is None else labels)
@@ -180,7 +234,7 @@ def _round(xp, lu, lv, r, wk, face_key, n, scatter_min, labels=None):
     hv = by_v & ~(by_u & (lv < lu))
     parent[lu[hu]] = lv[hu]
     parent[lv[hv]] = lu[hv]
-    del hu, hv, by_u, by_v
+    del hu, hv
     parent = jump_to_roots(xp, parent)
     return keep, (parent if labels is None else parent[labels])
 

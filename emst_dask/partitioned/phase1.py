@@ -117,24 +117,21 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
         with np.errstate(over="ignore"):  # no face: +inf, certifies anything
             safe2 = safe * safe + 0.0     # (+ 0.0: no negative zero)
         del safe
-        w2f = w2s.astype(xp.float64)
-        order = strict_edge_order(xp, s, t, w2s)
-        K.synchronize()
-        t_order = time.perf_counter() - t1
         if certificate == "auto":
             certificate = "kruskal" if xp is np else "boruvka"
         if certificate == "kruskal":
+            order = strict_edge_order(xp, s, t, w2s)
+            K.synchronize()
+            t_order = time.perf_counter() - t1
             order = K.to_host(order)
             s, t = K.to_host(s), K.to_host(t)
-            certified, labels = kruskal_certificate(order, s, t, K.to_host(w2f),
+            certified, labels = kruskal_certificate(order, s, t,
+                                                    K.to_host(w2s.astype(xp.float64)),
                                                     K.to_host(safe2))
             certified, labels = xp.asarray(certified), xp.asarray(labels)
             s, t = xp.asarray(s), xp.asarray(t)
-        else:
-            rank = xp.empty(m - 1, xp.int64)
-            rank[order] = xp.arange(m - 1, dtype=xp.int64)
-            del order
-            certified, labels = boruvka_certificate(xp, s, t, rank, w2f, safe2, m,
+        else:  # no order of the box's edges: round 1 finds each point's minimum
+            certified, labels = boruvka_certificate(xp, s, t, w2s, safe2, m,
                                                     _scatter_min(xp))
         n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
     K.synchronize()
