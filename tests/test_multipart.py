@@ -296,3 +296,51 @@ def test_command_line(client, tmp_path):
     assert f"total_weight={ref.total_weight!r}"[:24] in r.output
     r = CliRunner().invoke(main, ["run", str(tmp_path / "p.npy"), "--partitions", "x"])
     assert r.exit_code != 0 and "--partitions" in r.output
+
+
+@pytest.mark.parametrize("early", ["on", "off"])
+def test_box_writes_begun_before_phase_2(client, tmp_path, early):
+    """With ``early-writes`` on, the box writes are submitted when phase 1
+    ends (before any phase-2 task) and the store is the one-box tree; a
+    phase 2 that fails waits for them, and leaves no store."""
+    import dask.config
+
+    from emst_dask.distributed import partitioned as dp
+    from emst_dask.distributed.partitioned_output import EARLY_WRITES_KEY
+    from emst_dask.io.edge_store import EdgeStore
+
+    pts = GENERATORS["halos"](8000, 3, 6)
+    order = []
+    real_submit = dp.DaskExecutor.submit
+
+    def spy(self, fn, *args, box=None, name=""):
+        order.append(name)
+        return real_submit(self, fn, *args, box=box, name=name)
+
+    with dask.config.set({EARLY_WRITES_KEY: early}), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dp.DaskExecutor, "submit", spy)
+        store = emst(pts, client=client, partitions=3, out=str(tmp_path / "e.zarr"))
+    assert isinstance(store, EdgeStore)
+    same_as_single(store.load(), pts)
+    first_write = order.index("write")
+    first_out = next(i for i, nm in enumerate(order) if nm.startswith("out"))
+    assert (first_write < first_out) == (early == "on")
+
+    from emst_dask.partitioned import steps
+
+    def broken(*a, **k):
+        raise RuntimeError("phase 2 broke")
+
+    waited = []
+    real_wait = dp.wait_quietly
+    with dask.config.set({EARLY_WRITES_KEY: early}), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setattr(steps, "connect", broken)
+        mp.setattr(dp, "wait_quietly", lambda c, f, **k: (waited.append(len(f)),
+                                                           real_wait(c, f, **k)))
+        with pytest.raises(RuntimeError, match="phase 2 broke"):
+            emst(pts, client=client, partitions=3, out=str(tmp_path / "f.zarr"))
+    assert waited == ([3] if early == "on" else [])
+    assert not (tmp_path / "f.zarr").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["e.zarr"]    # no temporary left

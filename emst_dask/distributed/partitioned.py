@@ -44,7 +44,7 @@ from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
 from .nccl import EXCHANGE_KEY, ExchangeFailed
 from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
                      unwrap_all, workers_died)
-from .partitioned_output import gather_output, write_output
+from .partitioned_output import begin_writes, early_writes_wanted, gather_output, write_output
 from .worker import apply_settings
 
 log = logging.getLogger(__name__)
@@ -387,17 +387,46 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     ex.wait(blocks)
     report.seconds["read"] = time.perf_counter() - t0
     log.info("partitioned job (P=%d): read took %.2f s", P, report.seconds["read"])
-    res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
-                               max_rounds=max_rounds, period=period)
+    to_store = output is not None and output.kind == "zarr" and not sort_by_weight
+    started = []  # the box writes begun before phase 2, if any
+
+    def after_phase1(solved, infos, exponent):
+        if not (to_store and early_writes_wanted(infos)):
+            return None
+        started.append(begin_writes(ex, solved, infos, output, n, dtype, exponent))
+        return started[-1]
+
+    try:
+        res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
+                                   max_rounds=max_rounds, period=period,
+                                   after_phase1=after_phase1)
+    except BaseException:
+        # writes already running go on in their workers' threads: let them
+        # end before the store's temporary location is cleaned up
+        for _created, written, _ in started:
+            wait_quietly(client, written)
+        raise
     del blocks
     t1 = time.perf_counter()
     try:
-        if output is not None and output.kind == "zarr" and not sort_by_weight:
+        if to_store:
             return write_output(ex, res, output, src.describe(), t1)
         return gather_output(ex, res, output, src.describe(), sort_by_weight, t1)
     finally:
         report.seconds["output"] = time.perf_counter() - t1
         log.info("partitioned job (P=%d): output took %.2f s", P, report.seconds["output"])
+
+
+def wait_quietly(client, futures, timeout=600):
+    """Wait for ``futures`` to end, however they end (a failed job's work
+    still running)."""
+    from distributed import wait
+
+    try:
+        with client.as_current():
+            wait(futures, timeout=timeout)
+    except Exception:  # a lost worker, a timeout: nothing more to wait for
+        pass
 
 
 def _backend_name(backend):

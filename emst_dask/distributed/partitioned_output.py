@@ -28,6 +28,9 @@ from ..partitioned import steps
 from ..partitioned.algorithm import Partitioned
 from ..partitioned.assemble import assemble_tree
 
+#: dask.config key: whether the box writes begin before phase 2
+EARLY_WRITES_KEY = "emst_dask.partitioned.early-writes"
+
 
 def _create(output, n_edges, dtype):
     # wall clock: the finisher (usually this worker) times the output phase
@@ -63,8 +66,27 @@ def _write_box(created, solved, at, dtype, exponent):
     return [tuple(to_host(a) for a in r) for r in rest], total
 
 
-def _finish(created, attrs, forest, at, n, dtype, exponent, cores, *written):
+def _write_box_beside(created, solved, at, dtype, exponent):
+    """``_write_box`` begun before phase 2: for edges on a GPU the task
+    leaves its worker's slot (``secede``), so that phase 2's tasks run
+    beside the write (the writer uses no numba kernel, whose thread pool
+    takes one launch at a time)."""
+    if is_device_array(solved[0].certified.u):
+        try:
+            from distributed import secede
+
+            secede()
+        except ValueError:  # not in a worker's task: nothing to leave
+            pass
+    return _write_box(created, solved, at, dtype, exponent)
+
+
+def _finish(created, began, attrs, forest, at, n, dtype, exponent, cores, *written):
+    """The rest of the store, its attributes and ``complete``; ``began``:
+    the wall clock of the output phase's start (after phase 2), or None
+    (from the store's creation)."""
     store, t_output = created
+    t_output = t_output if began is None else began
     out = store.output
     if out.local is not None and not os.path.exists(store.where):
         # a rerun of this task after its first run moved the store into place
@@ -99,27 +121,57 @@ def _finish(created, attrs, forest, at, n, dtype, exponent, cores, *written):
                                                         **attrs), core)
 
 
+def early_writes_wanted(infos) -> bool:
+    """Whether the box writes begin before phase 2: the setting
+    ``emst_dask.partitioned.early-writes`` ("auto": where the boxes were
+    solved on GPUs, whose writers can run beside phase 2; "on"; "off")."""
+    import dask.config
+
+    mode = str(dask.config.get(EARLY_WRITES_KEY, "auto")).lower()
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"dask config {EARLY_WRITES_KEY} must be 'auto', 'on' or 'off', "
+                         f"got {mode!r}")
+    return mode == "on" or (mode == "auto" and all(i["backend"] == "cuda" for i in infos))
+
+
+def begin_writes(ex, solved, infos, output, n: int, dtype, exponent: int) -> tuple:
+    """The store created and every box's certified edges written into it,
+    submitted when phase 1 ends: (created, written, offsets) handles for
+    ``write_output``.  Phase 2 leaves those rows alone (its edges go after
+    all the certified ones), so nothing waits for it."""
+    dtype = np.dtype(dtype)
+    counts = [int(i["certified"]) for i in infos]
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    created = ex.submit(_create, output, n - 1, dtype.str, box=0, name="create")
+    written = [ex.submit(_write_box_beside, created, s, int(offsets[b]), dtype.str, exponent,
+                         box=b, name="write") for b, s in enumerate(solved)]
+    return created, written, offsets
+
+
 def write_output(ex, res: Partitioned, output, where: str, t_start: float):
-    """Every box's worker writes its certified edges into one edge store."""
+    """Every box's worker writes its certified edges into one edge store
+    (begun already when ``res.early`` holds ``begin_writes``' handles)."""
     report = res.report
     dtype = np.dtype(res.dtype)
     counts = [int(i["certified"]) for i in res.infos]
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    created = ex.submit(_create, output, res.n - 1, dtype.str, box=0, name="create")
+    if res.early is not None:
+        created, written, offsets = res.early
+    else:
+        created, written, offsets = begin_writes(ex, res.solved, res.infos, output, res.n,
+                                                 dtype, res.exponent)
     C = shared_chunk_rows(res.n - 1, output.chunk_rows)
     per_edge = 16 + dtype.itemsize
     report.bytes_moved["output"] = int(sum(
         shared_rest_rows(int(offsets[b]), counts[b], C) * per_edge
         for b in range(len(counts)) if ex.owner(b) != ex.owner(0)))
     report.exchanges += 1
-    written = [ex.submit(_write_box, created, s, int(offsets[b]), dtype.str, res.exponent,
-                         box=b, name="write") for b, s in enumerate(res.solved)]
     report.seconds["output"] = time.perf_counter() - t_start
     attrs = dict(n=res.n, d=res.d, n_edges=res.n - 1, min_samples=res.min_samples,
                  backend=res.backend, iterations=0, timings=dict(report.seconds), input=where,
                  extra={"partitioned": report.as_dict(), "job": output.token},
                  box_size=res.period)
-    fut = ex.submit(_finish, created, attrs, res.forest, int(offsets[-1]), res.n, dtype.str,
+    began = None if res.early is None else time.time() - (time.perf_counter() - t_start)
+    fut = ex.submit(_finish, created, began, attrs, res.forest, int(offsets[-1]), res.n, dtype.str,
                     res.exponent, list(res.cores or []), *written, box=0, name="finish")
     return ex.gather([fut])[0]
 

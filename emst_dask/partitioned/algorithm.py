@@ -120,6 +120,7 @@ class Partitioned:
     report: PartitionReport
     period: Any = None
     exponent: int = 0
+    early: Any = None         # what ``after_phase1`` started (the box writes), or None
 
 
 @contextlib.contextmanager
@@ -137,7 +138,7 @@ def phase(report: PartitionReport, name: str):
 
 def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_samples: int,
             backend: str, report: PartitionReport, *, seed: int = 0, max_rounds: int = 8,
-            certificate: str = "auto", period=None) -> Partitioned:
+            certificate: str = "auto", period=None, after_phase1=None) -> Partitioned:
     """The exact EMST of the cloud in ``blocks``, split into P boxes.
 
     Parameters
@@ -163,6 +164,10 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         A periodic box: the boxes tile [0, period), a face on the global
         boundary is shared with the box at the other end of its axis, and
         every distance is minimum-image.
+    after_phase1 : callable, optional
+        ``after_phase1(solved, infos, exponent)``, called once phase 1's
+        certified edges are known, before phase 2 (the output step starts
+        writing them there); its value is ``Partitioned.early``.
     """
     dtype = np.dtype(dtype)
     with phase(report, "partition"):
@@ -176,12 +181,13 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
             boxes, cores = core_distances(ex, boxes, partitioning, min_samples, backend, report)
     with phase(report, "phase1"):
         solved, infos = solve_boxes(ex, boxes, min_samples, backend, certificate, report)
+    early = None if after_phase1 is None else after_phase1(solved, infos, exponent)
     with phase(report, "phase2"):
         forest = connect_super_vertices(ex, boxes, solved, infos, partitioning, n, frame,
                                         min_samples, backend, report, max_rounds)
     report.radius = float(np.ldexp(report.radius, -exponent))
     return Partitioned(n, d, dtype, min_samples, infos[0]["backend"], solved, infos, forest,
-                       cores, report, period, exponent)
+                       cores, report, period, exponent, early)
 
 
 def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
