@@ -11,7 +11,7 @@ from .api import emst
 from .errors import InputError, InputLost, JobCancelled, OutputError, WorkerLost
 from .tree import SpanningTree
 
-__version__ = "0.2.0"
+from ._version import __version__
 __all__ = ["emst", "SpanningTree", "InputError", "OutputError", "WorkerLost", "InputLost",
            "JobCancelled", "__version__",
            "emst_many", "submit", "get_job", "list_jobs", "EmbeddedCluster",

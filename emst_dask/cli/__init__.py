@@ -21,52 +21,16 @@ from __future__ import annotations
 
 import sys
 
-import click
+# the group lives in ``group`` so that the command modules, which register
+# their commands on it, import downward; importing them here completes it
+from . import fof as _fof  # noqa: F401
+from . import products as _products  # noqa: F401
+from . import run as _run  # noqa: F401
+from . import stats as _stats  # noqa: F401
+from . import tools as _tools  # noqa: F401
+from .group import Count, main
 
-from .. import __version__
-from .errors import Main
-
-
-class Count(click.ParamType):
-    """A count (of points, rows) >= ``minimum``: ``1000000``, ``1_000_000`` or ``1e6``."""
-
-    name = "N"
-
-    def __init__(self, minimum: int = 0):
-        self.minimum = minimum
-
-    def convert(self, value, param, ctx):
-        """``value`` (an int, or text such as ``1_000_000`` or ``1e6``) as an int >= 0, or fail."""
-        if isinstance(value, int):
-            n = value
-        else:
-            text = str(value).strip()
-            try:
-                n = int(text)
-            except ValueError:
-                try:
-                    f = float(text)
-                except ValueError:
-                    self.fail(f"{value!r} is not a number of points", param, ctx)
-                if not f.is_integer():
-                    self.fail(f"{value!r} is not a whole number of points", param, ctx)
-                n = int(f)
-        if n < self.minimum:
-            self.fail(f"must be >= {self.minimum}, got {n}", param, ctx)
-        return n
-
-
-@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="emst-dask")
-def main():
-    """Exact Euclidean minimum spanning trees (single-tree Borůvka)."""
-
-
-from . import fof as _fof  # noqa: E402,F401
-from . import products as _products  # noqa: E402,F401
-from . import run as _run  # noqa: E402,F401  (registers the commands)
-from . import stats as _stats  # noqa: E402,F401
-from . import tools as _tools  # noqa: E402,F401
+__all__ = ["Count", "main"]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from . import main
+from .group import main
 from .errors import UserError
 
 

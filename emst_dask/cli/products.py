@@ -9,7 +9,7 @@ import time
 import click
 
 from ..io.paths import locations
-from . import main
+from .group import main
 from .errors import UserError
 
 

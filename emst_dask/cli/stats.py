@@ -7,7 +7,7 @@ import time
 import click
 import numpy as np
 
-from . import main
+from .group import main
 from .errors import UserError
 
 #: the ``format`` entry of a statistics .npz this package wrote

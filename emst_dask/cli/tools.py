@@ -6,7 +6,7 @@ import time
 
 import click
 
-from . import Count, main
+from .group import Count, main
 from .errors import UserError
 
 

@@ -63,7 +63,7 @@ def write_clusters(output, arrays: dict, attrs: dict, *, chunks: dict | None = N
     str
         Where the store is.
     """
-    from .. import __version__
+    from .._version import __version__
 
     if not isinstance(output, Output):
         output = resolve_output(output, contents="clusters", **output_options)

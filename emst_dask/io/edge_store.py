@@ -54,7 +54,7 @@ NPY_CHECK_ROWS = 10_000_000
 
 
 def _version():
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

@@ -28,8 +28,9 @@ import time
 from dataclasses import dataclass
 
 from . import npy
-from .output import (_SET_ASIDE, CLUSTER_FORMAT, EDGE_FORMAT, SNAPSHOT_ATTR, TMP_TAG, Output,
-                     remove, zarr_group_attrs)
+from .marks import (CLUSTER_FORMAT, EDGE_FORMAT, SET_ASIDE, SNAPSHOT_ATTR, TMP_TAG, drawn_here,
+                    owned_names, remove, zarr_group_attrs)
+from .owned import foreign_content
 
 #: the name of a temporary sibling: ``.NAME.emst-tmp-<8 hex>-<tag>``
 TMP_NAME = re.compile(r"^\.(?P<base>.+)" + re.escape(TMP_TAG)
@@ -85,15 +86,16 @@ def carries_mark(path: str) -> bool:
         fmt = attrs.get("format")
         contents = "clusters" if fmt == CLUSTER_FORMAT else "edges" if fmt == EDGE_FORMAT \
             else "points" if SNAPSHOT_ATTR in attrs else None
-        # the kind's mark, and only the entries and attributes such a store has
-        return contents is not None and \
-            Output(path, contents=contents).why_not_replaceable(path) is None
+        if contents is None:
+            return False
+        # the kind's mark, and only the entries and attributes such a store
+        # has (what ``output.Output.why_not_replaceable`` asks of a store)
+        owns, own_key = owned_names(attrs, contents)
+        return not foreign_content(path, owns, attrs, own_key)
     if not os.path.isfile(path):
         return False
     if npy.written_here(path) is not None:
         return True
-    from .picture import drawn_here
-
     return drawn_here(path)
 
 
@@ -117,7 +119,7 @@ def find_leftovers(directory, now: float | None = None, output_base: str | None 
             age = _age(path, now)
         except OSError:  # removed meanwhile (its job ended)
             continue
-        aside = m["tag"].startswith(_SET_ASIDE)
+        aside = m["tag"].startswith(SET_ASIDE)
         found.append(Leftover(path, os.path.join(directory, m["base"]), m["token"], age,
                               False if aside else carries_mark(path), aside))
     return sorted(found, key=lambda t: -t.age)

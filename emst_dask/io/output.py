@@ -30,11 +30,8 @@ else: only names carrying the job's token are touched.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import re
-import shutil
 import uuid
 from dataclasses import dataclass, field
 
@@ -42,43 +39,15 @@ import numpy as np
 
 from ..errors import OutputError
 from . import npy
-from .owned import WRITTEN_ATTR, describe_foreign, foreign_content, recorded
+from .leftovers import clean, stale_after
+# the marks live in ``marks``, below ``leftovers`` and ``picture``, which
+# judge by them too; they stay importable from here
+from .marks import (CLUSTER_FORMAT, EDGE_FORMAT, SET_ASIDE, SNAPSHOT_ATTR, TMP_TAG, drawn_here,
+                    owned_names, remove, zarr_group_attrs)
+from .owned import WRITTEN_ATTR, describe_foreign, foreign_content
 from .paths import contains, input_root, is_pathlike, local_path
 
 log = logging.getLogger(__name__)
-
-#: format tag of an edge store (a Zarr group attribute)
-EDGE_FORMAT = "emst-dask edges 1"
-#: infix of the temporary siblings of a local output
-TMP_TAG = ".emst-tmp-"
-#: the temporary tag of a replaced output set aside until the new one is in place
-_SET_ASIDE = "old-"
-#: what ``generate`` marks its snapshots with (a Zarr group attribute)
-SNAPSHOT_ATTR = "generator"
-#: format tag of a cluster store (``emst_dask.io.cluster_store``)
-CLUSTER_FORMAT = "emst-dask clusters 1"
-
-# What a store written before it recorded its entries (``io.owned``) may
-# hold, by kind: the arrays and groups, and the group attribute keys, that
-# the package's writers set.
-_EDGE_ENTRIES = re.compile(r"^(source|target|weight|core_distances)$")
-_EDGE_KEYS = frozenset({
-    "format", "format_version", "complete", "n", "d", "n_edges", "min_samples",
-    "total_weight", "dtype", "input", "version", "backend", "iterations", "timings",
-    "box_size", "created", "job", "sorted_by_weight", "partitioned"})
-_CLUSTER_ENTRIES = re.compile(
-    r"^(labels|probabilities|outlier_scores|persistence|condensed"
-    r"|condensed/(parent|child|child_size|lambda_val)"
-    r"|catalogue|catalogue/\d+|catalogue/\d+/(length|position|velocity"
-    r"|GroupLen|GroupPos|GroupVel|GroupMass|GroupOffset|IDs))$")
-_CLUSTER_KEYS = frozenset({
-    "format", "complete", "version", "kind", "n", "d", "input", "job", "seconds",
-    "n_clusters", "selected", "min_samples", "min_cluster_size", "cluster_selection_method",
-    "allow_single_cluster", "cluster_selection_epsilon", "max_cluster_size",
-    "linking_lengths", "linking_length", "linking_length_given", "relative", "box_size",
-    "min_members", "n_groups", "single", "velocities", "ids", "masses"})
-_SNAPSHOT_ENTRIES = re.compile(r"^points$")
-_SNAPSHOT_KEYS = frozenset({SNAPSHOT_ATTR, "n", "d", "seed"})
 
 
 def new_token() -> str:
@@ -191,15 +160,13 @@ class Output:
                            and not n.startswith(self._temporary_prefix()))
         except OSError:
             return
-        aside = [n for n in names if n[len(prefix):].split("-", 1)[-1].startswith(_SET_ASIDE)]
+        aside = [n for n in names if n[len(prefix):].split("-", 1)[-1].startswith(SET_ASIDE)]
         if aside and not os.path.lexists(loc):
             held = os.path.join(parent, aside[0])
             raise OutputError(f"{loc} is absent, but a job that died while replacing it left "
                               f"the former {base} at {held}: move it back "
                               f"(mv '{held}' '{loc}') or remove it, then run again")
         if names:
-            from .leftovers import clean, stale_after
-
             removed, _kept = clean(parent, stale_after(), output_base=base,
                                    skip_token=self.token)
             for t in removed:
@@ -222,8 +189,6 @@ class Output:
         points = self.contents == "points"
         clusters = self.contents == "clusters"
         if self.kind == "picture":
-            from .picture import drawn_here
-
             if not os.path.isfile(loc):
                 return "is not a file"
             return None if drawn_here(loc) else \
@@ -270,14 +235,7 @@ class Output:
         """(owns(path), own_key(key)): what of a store of this output's kind
         with attributes ``attrs`` the package wrote (its record, else the
         names its writers use)."""
-        rec = recorded(attrs)
-        if rec is not None:
-            entries, keys = rec
-            return entries.__contains__, keys.__contains__
-        names, keys = {"points": (_SNAPSHOT_ENTRIES, _SNAPSHOT_KEYS),
-                       "clusters": (_CLUSTER_ENTRIES, _CLUSTER_KEYS)}.get(
-                           self.contents, (_EDGE_ENTRIES, _EDGE_KEYS))
-        return (lambda p: bool(names.match(p))), keys.__contains__
+        return owned_names(attrs, self.contents)
 
     def _check_remote(self):
         """A URL or store object: anything there may be replaced only with
@@ -368,7 +326,7 @@ class Output:
             if path == keep:
                 continue
             tag = os.path.basename(path)[prefix:]
-            if tag.startswith(_SET_ASIDE) and not os.path.lexists(self.local):
+            if tag.startswith(SET_ASIDE) and not os.path.lexists(self.local):
                 os.rename(path, self.local)
             else:
                 remove(path)
@@ -408,7 +366,7 @@ class Output:
                 if why:
                     raise OutputError(f"{loc}: {why}; it appeared while the job ran and is "
                                       "not replaced")
-                trash = self.temporary(f"{_SET_ASIDE}{uuid.uuid4().hex[:8]}")
+                trash = self.temporary(f"{SET_ASIDE}{uuid.uuid4().hex[:8]}")
                 os.rename(loc, trash)
                 try:
                     os.rename(tmp, loc)
@@ -473,41 +431,6 @@ def check_apart(loc: str, sources) -> None:
         if contains(root, loc):
             raise OutputError(f"{loc}: lies inside the input {root}; writing it would change "
                               "the input: choose a place outside it")
-
-
-def remove(path: str):
-    """Remove a file or directory tree we made; missing is fine."""
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.remove(path)
-    except FileNotFoundError:
-        pass
-
-
-def zarr_group_attrs(path: str) -> dict | None:
-    """The attributes of the Zarr group at local ``path`` (v2 or v3), or None
-    when it is not one.  Read from the metadata files, no zarr needed."""
-    try:
-        with open(os.path.join(path, "zarr.json"), encoding="utf-8") as fh:
-            meta = json.load(fh)
-        if meta.get("node_type") != "group":
-            return None
-        return dict(meta.get("attributes") or {})
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError):
-        return None
-    if not os.path.exists(os.path.join(path, ".zgroup")):
-        return None
-    try:
-        with open(os.path.join(path, ".zattrs"), encoding="utf-8") as fh:
-            return dict(json.load(fh))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError):
-        return None
 
 
 def _npy_array(path: str):

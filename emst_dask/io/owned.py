@@ -8,7 +8,7 @@ group attribute ``WRITTEN_ATTR``: ``{"entries": [...], "attributes": [...]}``,
 every array and group it wrote (paths relative to the store, "/"
 separated) and every group attribute key it set.  A store written before
 that record existed, or one whose job died before finishing, is judged by
-the names the package writes for its kind (``output.py`` supplies them).
+the names the package writes for its kind (``marks.owned_names``).
 
 Foreign content, reported by ``foreign_content``:
 

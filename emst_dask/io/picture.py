@@ -13,30 +13,8 @@ from __future__ import annotations
 import os
 
 from ..errors import OutputError
-
-#: the formats drawn, by file suffix
-FORMATS = ("png", "pdf", "svg")
-#: the metadata value every picture drawn here carries
-MARK = "emst-dask picture"
-_KEY = {"png": "Software", "pdf": "Creator", "svg": "Creator"}
-
-
-def picture_format(path) -> str:
-    """The format of ``path`` by its suffix; an OutputError for another."""
-    fmt = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
-    if fmt not in FORMATS:
-        raise OutputError(f"cannot draw {path}: a picture is "
-                          + ", ".join(f".{f}" for f in FORMATS[:-1]) + f" or .{FORMATS[-1]}")
-    return fmt
-
-
-def drawn_here(path) -> bool:
-    """True when ``path`` is a picture that carries this package's mark."""
-    try:
-        with open(path, "rb") as fh:
-            return MARK.encode() in fh.read()
-    except OSError:
-        return False
+from .marks import FORMATS, MARK, PICTURE_KEY, drawn_here, picture_format
+from .output import Output, resolve_output
 
 
 def resolve_picture(path, overwrite: bool = False, source_location=None):
@@ -52,8 +30,6 @@ def resolve_picture(path, overwrite: bool = False, source_location=None):
         The inputs drawn: the picture may not be one, hold one or lie
         inside one (``io.output.check_apart``).
     """
-    from .output import Output, resolve_output
-
     if isinstance(path, Output):
         return path.check(source_location)
     if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
@@ -69,7 +45,7 @@ def save(fig, output, dpi: int = 130) -> str:
     output = resolve_picture(output)
     fmt = picture_format(output.local)
     with output.written_aside() as tmp:
-        fig.savefig(tmp, format=fmt, dpi=dpi, metadata={_KEY[fmt]: MARK})
+        fig.savefig(tmp, format=fmt, dpi=dpi, metadata={PICTURE_KEY[fmt]: MARK})
     return output.local
 
 

@@ -26,6 +26,7 @@ from ..arrays import is_device_array
 from ..errors import InputError
 from .checks import (check_exact_integers, check_finite, check_shape_dtype, check_unmasked,
                      needs_integer_check)
+from .reading import read_host
 
 #: rows per read block when the source has no chunking of its own (.npy,
 #: in-memory) and the least rows a read block is grown to from small chunks
@@ -143,9 +144,7 @@ class PointSource:
 
     def read_all(self) -> np.ndarray:
         """Every row in the compute dtype (host memory), checked."""
-        from .staging import stage
-
-        return stage(self, "cpu", threads=1)
+        return read_host(self, 1)
 
     def metadata(self) -> "PointSource":
         """The source without its data (what travels beside scattered blocks)."""

@@ -10,23 +10,21 @@ store.
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # staging reads sources; sources import it only to stage themselves
+from .reading import ReadProgress, default_threads, read_host
+
+if TYPE_CHECKING:
     from .source import PointSource
 
-
-def default_threads() -> int:
-    """Reader threads: enough to keep a disk and a codec pipeline busy."""
-    return max(2, min(16, os.cpu_count() or 2))
+__all__ = ["CupyDevice", "default_threads", "stage"]
 
 
 def stage(src: PointSource, backend: str = "cpu", *, threads: int | None = None,
@@ -49,65 +47,7 @@ def stage(src: PointSource, backend: str = "cpu", *, threads: int | None = None,
     timings = {} if timings is None else timings
     if backend == "cuda" or device is not None:
         return _stage_device(src, threads, report, device or CupyDevice(), timings)
-    return _stage_host(src, threads, report, timings)
-
-
-def _stage_host(src, threads, report, timings):
-    n, d = src.shape
-    out = np.empty((n, d), src.compute_dtype)
-    blocks = [(a, b) for a, b in src.blocks if b > a]
-    bad = {}
-
-    spent = []
-
-    def work(j):
-        t0 = time.perf_counter()
-        a, b = blocks[j]
-        first = src.read_checked(a, b, out[a:b])
-        if first is not None:
-            bad[j] = first
-        spent.append(time.perf_counter() - t0)
-        return j
-
-    _run_blocks(work, blocks, threads, report, n)
-    timings["decode"] = float(sum(spent))
-    if bad:
-        j = min(bad)
-        a, b = blocks[j]
-        src.raise_nonfinite(out[a:b], a, bad[j])
-    return out
-
-
-class _ReadProgress:
-    """``("read", rows=, total=, blocks=, block=)`` reports as blocks arrive."""
-
-    def __init__(self, report, n, blocks):
-        self.report, self.n, self.blocks, self.rows = report, n, blocks, 0
-        if report:
-            report("read", rows=0, total=n, blocks=len(blocks), block=-1)
-
-    def arrived(self, j):
-        """Count block ``j``'s rows as read and report."""
-        a, b = self.blocks[j]
-        self.rows += b - a
-        if self.report:
-            self.report("read", rows=self.rows, total=self.n, blocks=len(self.blocks), block=j)
-
-
-def _run_blocks(work, blocks, threads, report, n):
-    progress = _ReadProgress(report, n, blocks)
-    if not blocks:
-        return
-    with ThreadPoolExecutor(max_workers=min(threads, len(blocks)),
-                            thread_name_prefix="emst-read") as pool:
-        futs = [pool.submit(work, j) for j in range(len(blocks))]
-        try:
-            for f in as_completed(futs):
-                progress.arrived(f.result())
-        except BaseException:
-            for f in futs:
-                f.cancel()
-            raise
+    return read_host(src, threads, report, timings)
 
 
 class CupyDevice:
@@ -216,7 +156,7 @@ def _stage_device(src, threads, report, dev_layer, timings):
         results.put((j, buf))
         return j
 
-    progress = _ReadProgress(report, n, blocks)
+    progress = ReadProgress(report, n, blocks)
     try:
         with ThreadPoolExecutor(max_workers=min(threads, len(blocks)),
                                 thread_name_prefix="emst-read") as pool:
@@ -263,7 +203,7 @@ def _copy_device_blocks(src, blocks, dev, report, n) -> bool:
     found = [device_block(j) for j in range(len(blocks))]
     if any(b is None for b in found):
         return False
-    progress = _ReadProgress(report, n, blocks)
+    progress = ReadProgress(report, n, blocks)
     for j, ((a, b), blk) in enumerate(zip(blocks, found)):
         dev[a:b] = blk
         progress.arrived(j)

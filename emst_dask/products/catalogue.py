@@ -284,7 +284,7 @@ def write_fof(output, cat: FoFCatalogue, *, input: str, velocities=None, ids=Non
                       masses=masses if masses is not None else (cat.mass is not None or None),
                       **extra)
     path = write_clusters(output, arrays, attrs, chunks=chunks)
-    from .. import __version__
+    from .._version import __version__
 
     return FoFStore(str(path), dict(attrs, version=__version__, complete=True))
 

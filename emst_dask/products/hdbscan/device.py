@@ -36,6 +36,7 @@ from ...arrays import stable_argsort, to_host
 from ...engine.boruvka import Timers
 from .condense import CONDENSED_DTYPE
 from .device_levels import level_set_clusters
+from .result import HDBSCANResult
 from .scores import _nearest_selected, persistence_of_sizes
 from .select import _select
 from .tables import RUN_BLOCK, ClusterTable
@@ -401,8 +402,6 @@ def extract_xp(xp, s, t, w, n, min_cluster_size, method, allow_single, eps, max_
     arrays of ``xp``; its condensed tree is built on the host when first
     read (``DeviceCondensed``).
     """
-    from .extract import HDBSCANResult
-
     if timers is None:
         timers = Timers(sync=(lambda: None) if xp is np else xp.cuda.Device().synchronize)
     got = level_set_clusters(xp, s, t, w, n, min_cluster_size, timers, hierarchy)

@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from ...errors import InputError
-from .prediction import _DBL_MAX, PredictionData
+from .fitted import _DBL_MAX, PredictionData, _new_points
 
 #: rows of new points a query launch takes (bounds the k-NN scratch)
 QUERY_ROWS = 1 << 20
@@ -141,8 +141,6 @@ def state(pd: PredictionData) -> DeviceState:
 def device_points(pd: PredictionData, X):
     """New points as a (m, d) float64 array on the device (checked as on the
     host; a host array is checked there, then copied)."""
-    from .prediction import _new_points
-
     st = state(pd)
     xp = st.xp
     if isinstance(X, xp.ndarray) and xp is not np or (

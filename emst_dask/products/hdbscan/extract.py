@@ -2,8 +2,6 @@
 spanning tree, in one call."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ...arrays import is_device_array
@@ -17,41 +15,12 @@ from .checks import (
     check_min_cluster_size,
 )
 from .condense import CONDENSED_DTYPE, _condensed_columns, as_structured
+from .result import HDBSCANResult
 from .scores import _labels, _outlier_scores, _persistence
 from .select import _select
 from .tables import Fields, cluster_table
 
-
-@dataclass
-class HDBSCANResult:
-    """The flat clustering and what comes with it.
-
-    Attributes
-    ----------
-    labels : (n,) int64, -1 for noise; label ``i`` is cluster ``selected[i]``.
-    probabilities : (n,) float64, membership strengths (0 for noise).
-    outlier_scores : (n,) float64, GLOSH scores.
-    condensed_tree : (r,) ``CONDENSED_DTYPE`` array.
-    stability : (K,) float64, stability of cluster ``n + k`` (before
-        excess of mass).
-    persistence : (k,) float64, per selected cluster in label order.
-    selected : (k,) int64, the selected cluster ids, increasing.
-    timings : dict, seconds per phase (computed on the device only).
-    """
-
-    labels: np.ndarray
-    probabilities: np.ndarray
-    outlier_scores: np.ndarray
-    condensed_tree: np.ndarray
-    stability: np.ndarray
-    persistence: np.ndarray
-    selected: np.ndarray
-    timings: dict = field(default_factory=dict)
-
-    @property
-    def n_clusters(self) -> int:
-        """Number of selected clusters."""
-        return int(self.selected.shape[0])
+__all__ = ["HDBSCANResult", "extract"]
 
 
 def extract(source, target, weight, n, min_cluster_size=5, cluster_selection_method="eom",
