@@ -400,11 +400,12 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
         res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
                                    max_rounds=max_rounds, period=period,
                                    after_phase1=after_phase1)
-    except BaseException:
+    except BaseException as exc:
         # writes already running go on in their workers' threads: let them
-        # end before the store's temporary location is cleaned up
+        # end before the store's temporary location is cleaned up (briefly
+        # for an interrupt: the user is waiting on it)
         for _created, written, _ in started:
-            wait_quietly(client, written)
+            wait_quietly(client, written, 30 if isinstance(exc, KeyboardInterrupt) else 600)
         raise
     del blocks
     t1 = time.perf_counter()
