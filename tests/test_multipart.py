@@ -337,8 +337,8 @@ def test_box_writes_begun_before_phase_2(client, tmp_path, early):
     with dask.config.set({EARLY_WRITES_KEY: early}), \
             pytest.MonkeyPatch.context() as mp:
         mp.setattr(steps, "connect", broken)
-        mp.setattr(dp, "wait_quietly", lambda c, f, **k: (waited.append(len(f)),
-                                                           real_wait(c, f, **k)))
+        mp.setattr(dp, "wait_quietly", lambda c, f, *a: (waited.append(len(f)),
+                                                        real_wait(c, f, *a)))
         with pytest.raises(RuntimeError, match="phase 2 broke"):
             emst(pts, client=client, partitions=3, out=str(tmp_path / "f.zarr"))
     assert waited == ([3] if early == "on" else [])
