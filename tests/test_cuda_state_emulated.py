@@ -87,3 +87,70 @@ def test_candidates_exact_and_bounds_below_the_nearest_foreign_point(cloud, dtyp
     assert checked >= 3 and (seen > 0).all(), seen
     src, dst, w2 = K.finalize_edges(bvh, s)
     assert src.shape[0] == n - 1
+
+
+def _nodes(bvh):
+    """(lo, hi, split, label) of the node records."""
+    from emst_dask.kernels.cuda.records import leaf_count
+
+    d, it = bvh.d, bvh.dtype.itemsize
+    m = leaf_count(bvh.n) - 1
+    rec = bvh.nodes.reshape(-1, bvh.node_bytes)[:m]
+    box = rec[:, :2 * d * it].copy().view(bvh.dtype).reshape(m, 2, d)
+    words = rec[:, 2 * d * it:2 * d * it + 8].copy().view(np.int32).reshape(m, 2)
+    return box[:, 0], box[:, 1], words[:, 0], words[:, 1]
+
+
+def _check_tree(bvh):
+    """Every node of the tree over buckets of two points: its box is the
+    tight box of its points, its label their common label or -1; every
+    bucket is reached once."""
+    from emst_dask.kernels.cuda.records import leaf_count
+
+    lab, x = _labels_and_points(bvh)
+    n, m = bvh.n, leaf_count(bvh.n)
+    assert bvh.nodes.shape[0] == max(m - 1, 1) * bvh.node_bytes
+    if m < 2:
+        return 0
+    lo, hi, split, label = _nodes(bvh)
+    reached = np.zeros(m, np.int64)
+    todo = [(0, m - 1, 0)]  # (first leaf, last leaf, node)
+    while todo:
+        f, l, k = todo.pop()
+        pts = slice(2 * f, min(2 * l + 2, n))
+        np.testing.assert_array_equal(lo[k], x[pts].min(axis=0))
+        np.testing.assert_array_equal(hi[k], x[pts].max(axis=0))
+        common = lab[pts][0] if (lab[pts] == lab[pts][0]).all() else -1
+        assert label[k] == common, (f, l, k)
+        g = split[k]
+        assert f <= g < l
+        for a, b in ((f, g), (g + 1, l)):
+            if a == b:
+                reached[a] += 1
+            else:  # a left child is stored at its right end, a right child at its left
+                todo.append((a, b, b if b == g else a))
+    assert (reached == 1).all()
+    return m - 1
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9, 33, 700, 701])
+def test_tree_over_buckets_of_two_points(n):
+    """The tree's leaves are buckets of two points (the last alone for odd
+    n): its boxes and, after every label walk, its labels against brute
+    force."""
+    rng = np.random.default_rng(n)
+    x = rng.random((n, 3)).astype(np.float32)
+    if n > 8:  # duplicates and a crowded cell
+        x[n // 2:n // 2 + 4] = x[0]
+        x[-6:] = 0.25 + 1e-9 * rng.standard_normal((6, 3))
+    bvh = engine.construct_bvh(K, x, engine.Timers(enabled=False))
+    s = K.init_boruvka(bvh, None, False)
+    checked, edges = 0, 0
+    while edges < n - 1:
+        K.reduce_labels(bvh, s)
+        checked += _check_tree(bvh)
+        K.compute_upper_bounds(bvh, s)
+        K.find_component_outgoing_edges(bvh, s)
+        K.reduce_component_minima(bvh, s)
+        edges = K.merge_components(bvh, s)
+    assert checked > 0 or n <= 2
