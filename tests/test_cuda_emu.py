@@ -188,3 +188,29 @@ def test_emulated_hierarchy_small_periodic_and_far(emulated_cuda, case):
     got = record_chains(np, tree.hierarchy, len(pts), np.int32)
     want = boruvka_chains(np, tree.source, tree.target, len(pts), np.int32)
     _same_chains(got, want, len(pts), np.int32, point_children)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 9])
+def test_emulated_queries_of_few_points(n):
+    """The queries' walk over a tree of one leaf (n <= 2: no node) or a
+    few: every k-th distance and mutual-reachability neighbour against
+    brute force."""
+    from emst_dask.engine import Timers, construct_bvh
+
+    rng = np.random.default_rng(n)
+    x = rng.random((n, 3)).astype(np.float32)
+    X = rng.random((40, 3)).astype(np.float32)
+    bvh = construct_bvh(K, x, Timers(enabled=False))
+    d2 = np.zeros((40, n), np.float32)
+    for a in range(3):  # summed axis by axis, as the kernels do
+        t = X[:, None, a] - x[None, :, a]
+        d2 = d2 + t * t
+    for k in range(1, n + 1):
+        np.testing.assert_array_equal(K.query_knn2(bvh, X, k), np.sort(d2, axis=1)[:, k - 1])
+    orig = np.asarray(bvh.orig)
+    core = rng.random(n).astype(np.float32) * 0.3  # input order
+    corex = rng.random(40).astype(np.float32) * 0.3
+    nbr, best = K.query_mr_nearest(bvh, core[orig], X, corex)
+    mr = np.maximum(np.maximum(np.sqrt(d2), core[None, :]), corex[:, None])
+    np.testing.assert_array_equal(best, mr.min(axis=1))
+    assert (mr[np.arange(40), nbr] == mr.min(axis=1)).all()
