@@ -67,15 +67,13 @@ def test_emulated_crowded_cells_split_like_the_cpu():
     cpu = construct_bvh(get_kernels("cpu"), pts, Timers(enabled=False))
     emu = construct_bvh(K, pts, Timers(enabled=False))
     np.testing.assert_array_equal(cpu.orig, emu.orig)
-    # one delta where two buckets of two points meet: about 150 in the cell
-    assert emu.delta.shape[0] == 299
-    assert ((emu.delta >= 64) & (emu.delta < 128)).sum() > 125
+    assert ((emu.delta >= 64) & (emu.delta < 128)).sum() > 250
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
 def test_emulated_few_points(emulated_cuda, n):
-    """One or two leaves of two points (n <= 4): the searches, the k-NN
-    and the label walk where the tree has one node or none."""
+    """Trees of one to six nodes: the searches, the k-NN (min_samples up
+    to n) and the label walk."""
     pts = np.random.default_rng(n).random((n, 3)).astype(np.float32)
     for ms in sorted({1, 2, n}):
         tree = emst(pts, min_samples=ms, backend="cuda")
@@ -192,9 +190,9 @@ def test_emulated_hierarchy_small_periodic_and_far(emulated_cuda, case):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 9])
 def test_emulated_queries_of_few_points(n):
-    """The queries' walk over a tree of one leaf (n <= 2: no node) or a
-    few: every k-th distance and mutual-reachability neighbour against
-    brute force."""
+    """The queries' walk over a tree of one point (no node) or a few:
+    every k-th distance and mutual-reachability neighbour against brute
+    force."""
     from emst_dask.engine import Timers, construct_bvh
 
     rng = np.random.default_rng(n)

@@ -20,28 +20,20 @@
 // Data layout
 //  * Pt<T,D>   : the point (D coordinates) and its component label, 16 bytes
 //                for 3-D float32: one 128-bit load gives what a leaf test needs.
-//  * leaves    : leaf b of the tree is the bucket of the two points 2b and
-//                2b + 1 (the last one alone when n is odd): m = (n + 1) / 2
-//                leaves, m - 1 internal nodes, half the nodes of one point a
-//                leaf.  A traversal that reaches a leaf tests both points
-//                (one 32-byte sector of point records in 3-D float32, what
-//                a node costs); leaf ranges and splits count buckets.
-//  * Node<T,D> : one internal node of the binary radix tree over the
-//                buckets (Karras 2012 numbering: internal node k covers a
-//                range [f, l] with k == f or k == l; its children are gamma
-//                and gamma + 1, leaves when gamma == f resp. gamma + 1 == l):
-//                box, split gamma and the node's component label (-1 =
-//                mixed).  32 bytes in 3-D float32: two 128-bit loads.  Node
-//                ranges are not stored: traversals derive them from the
-//                parent's range and split.
-//  * delta[b]  : common-prefix length of the augmented keys (code, fine
-//                code, i) of points i = 2b + 1 and i + 1, where bucket b
-//                meets bucket b + 1, one byte; with it the tree is built
-//                bottom-up (Apetrei 2014).  Construction only: the label
-//                walk finds each parent from the splits and one bit a leaf
-//                (`side`, below), so delta is freed with the codes.
+//  * Node<T,D> : one internal node of the binary radix tree (Karras 2012
+//                numbering: internal node k covers a range [f, l] with k == f
+//                or k == l; its children are gamma and gamma + 1, leaves
+//                when gamma == f resp. gamma + 1 == l): box, split gamma and
+//                the node's component label (-1 = mixed).  32 bytes in 3-D
+//                float32: two 128-bit loads.  Node ranges are not stored:
+//                traversals derive them from the parent's range and split.
+//  * delta[i]  : common-prefix length of the augmented keys (code, fine
+//                code, i) and those of i+1, one byte; with it the tree is
+//                built bottom-up (Apetrei 2014).  Construction only: the
+//                label walk finds each parent from the splits and one bit a
+//                leaf (`side`, below), so delta is freed with the codes.
 //  * side[w]   : bit b of word w is set when leaf 32 w + b is its parent's
-//                left child (m / 8 bytes).
+//                left child (n / 8 bytes).
 //
 // Boruvka state (indexed by tree position; a component is named by the
 // position of its representative, labels[C] == C):
@@ -249,24 +241,11 @@ __device__ __forceinline__ T metric(T d2, T ci, T cj) {
   return w;
 }
 
-// is the node covering leaves [l, r] the left child of its parent?  (Not
-// the root; m leaves.)  Equal deltas (possible between buckets) go to the
-// left split: a strict order, so the walk builds one binary tree.
-__device__ __forceinline__ bool is_left_child(const unsigned char* delta, int l, int r, int m) {
+// is the node covering [l, r] the left child of its parent?  (Not the root.)
+__device__ __forceinline__ bool is_left_child(const unsigned char* delta, int l, int r, int n) {
   if (l == 0) return true;
-  if (r == m - 1) return false;
+  if (r == n - 1) return false;
   return delta[r] > delta[l - 1];
-}
-
-// the leaves (buckets of two points) of a tree over n points
-__device__ __forceinline__ int leaf_count(int n) { return (n + 1) >> 1; }
-
-// a bucket's common component label, or -1
-template <typename T, int D>
-__device__ __forceinline__ int bucket_label(const Pt<T, D>* P, int b, int n) {
-  int L = P[2 * b].label;
-  if (2 * b + 1 < n && P[2 * b + 1].label != L) L = -1;
-  return L;
 }
 
 // ---------------------------------------------------------------------------
@@ -383,17 +362,15 @@ __global__ void k_morton(const T* __restrict__ pts, int n, const double* __restr
 // ---------------------------------------------------------------------------
 // 2. tree construction
 // ---------------------------------------------------------------------------
-// delta[e] = common-prefix length of the augmented keys (codes[i], fine[i],
-// i) and (codes[i+1], fine[i+1], i+1) for i = 2e + 1, where bucket e meets
-// bucket e + 1: 0..63 from the codes, 64..127 from the finer codes of a
-// crowded cell (has_fine), 128..159 from the index bits of equal codes
-// (duplicates).  One thread a boundary, m - 1 of them.
+// delta[i] = common-prefix length of the augmented keys (codes[i], fine[i],
+// i) and (codes[i+1], fine[i+1], i+1): 0..63 from the codes, 64..127 from
+// the finer codes of a crowded cell (has_fine), 128..159 from the index bits
+// of equal codes (duplicates), so every run of equal codes is one subtree.
 template <typename T, int D>
 __global__ void k_delta(const u64* __restrict__ codes, const u64* __restrict__ fine,
                         int has_fine, int n, unsigned char* __restrict__ delta) {
-  int e = thread_index();
-  if (e >= leaf_count(n) - 1) return;
-  int i = 2 * e + 1;
+  int i = thread_index();
+  if (i >= n - 1) return;
   u64 a = codes[i], b = codes[i + 1];
   int p;
   if (a != b) {
@@ -403,20 +380,19 @@ __global__ void k_delta(const u64* __restrict__ codes, const u64* __restrict__ f
   } else {
     p = 128 + __clz(i ^ (i + 1));
   }
-  delta[e] = (unsigned char)p;
+  delta[i] = (unsigned char)p;
 }
 
 // side[w], bit b: leaf 32 w + b is its parent's left child (one thread a
-// word of 32 leaves; m >= 2 leaves).  The label walk starts from these bits.
+// word of 32 leaves; n >= 2).  The label walk starts from these bits.
 template <typename T, int D>
 __global__ void k_sides(const unsigned char* __restrict__ delta, int n, u32* __restrict__ side) {
   int w = thread_index();
-  int m = leaf_count(n);
-  if (w >= ((m + 31) >> 5)) return;
+  if (w >= ((n + 31) >> 5)) return;
   int first = w << 5;
   u32 bits = 0;
-  for (int b = 0; b < 32 && first + b < m; ++b)
-    if (is_left_child(delta, first + b, first + b, m)) bits |= 1u << b;
+  for (int b = 0; b < 32 && first + b < n; ++b)
+    if (is_left_child(delta, first + b, first + b, n)) bits |= 1u << b;
   side[w] = bits;
 }
 
@@ -434,44 +410,25 @@ __global__ void k_gather(const T* __restrict__ pts, const int* __restrict__ perm
   P[i] = p;
 }
 
-// the box of bucket b, merged into [lo, hi]
-template <typename T, int D>
-__device__ __forceinline__ void bucket_box(const Pt<T, D>* P, int b, int n, T* lo, T* hi) {
-  Pt<T, D> p = P[2 * b];
-#pragma unroll
-  for (int a = 0; a < D; ++a) {
-    if (p.x[a] < lo[a]) lo[a] = p.x[a];
-    if (p.x[a] > hi[a]) hi[a] = p.x[a];
-  }
-  if (2 * b + 1 < n) {
-    p = P[2 * b + 1];
-#pragma unroll
-    for (int a = 0; a < D; ++a) {
-      if (p.x[a] < lo[a]) lo[a] = p.x[a];
-      if (p.x[a] > hi[a]) hi[a] = p.x[a];
-    }
-  }
-}
-
-// Bottom-up construction, one thread per leaf (bucket; m >= 2 of them): a
-// thread holding the finished subtree [l, r] flags its parent's split with a
-// CAS; the first to arrive leaves, the second merges its sibling's box and
-// writes the parent.  Boxes are written once; the CAS is only a flag
-// (Apetrei 2014; ArborX).  flags[] must hold -1; every flag is back at -1
-// when the kernel ends.
+// Bottom-up construction, one thread per leaf: a thread holding the finished
+// subtree [l, r] flags its parent's split with a CAS; the first to arrive
+// leaves, the second merges its sibling's box and writes the parent.  Boxes
+// are written once; the CAS is only a flag (Apetrei 2014; ArborX).
+// flags[] must hold -1; every flag is back at -1 when the kernel ends.
 template <typename T, int D>
 __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>* __restrict__ P,
                         int n, Node<T, D>* nodes, int* flags) {
   int i = thread_index();
-  const int m = leaf_count(n);
-  if (i >= m) return;
+  if (i >= n) return;
   int l = i, r = i;
   T lo[D], hi[D];
+  {
+    Pt<T, D> p = P[i];
 #pragma unroll
-  for (int a = 0; a < D; ++a) { lo[a] = FT<T>::inf(); hi[a] = -FT<T>::inf(); }
-  bucket_box<T, D>(P, i, n, lo, hi);
+    for (int a = 0; a < D; ++a) lo[a] = hi[a] = p.x[a];
+  }
   while (true) {
-    bool left = is_left_child(delta, l, r, m);
+    bool left = is_left_child(delta, l, r, n);
     int s = left ? r : l - 1;
     __threadfence();
     int other = atomicCAS(&flags[s], -1, left ? l : r);
@@ -486,7 +443,12 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
       sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
     }
     if (sib_leaf) {
-      bucket_box<T, D>(P, sib, n, lo, hi);
+      Pt<T, D> p = P[sib];
+#pragma unroll
+      for (int a = 0; a < D; ++a) {
+        if (p.x[a] < lo[a]) lo[a] = p.x[a];
+        if (p.x[a] > hi[a]) hi[a] = p.x[a];
+      }
     } else {
       const Node<T, D>* sn = nodes + sib;
 #pragma unroll
@@ -497,8 +459,8 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
         if (w > hi[a]) hi[a] = w;
       }
     }
-    bool root = (pl == 0 && pr == m - 1);
-    int k = root ? 0 : (is_left_child(delta, pl, pr, m) ? pr : pl);
+    bool root = (pl == 0 && pr == n - 1);
+    int k = root ? 0 : (is_left_child(delta, pl, pr, n) ? pr : pl);
     Node<T, D> nd;
 #pragma unroll
     for (int a = 0; a < D; ++a) { nd.lo[a] = lo[a]; nd.hi[a] = hi[a]; }
@@ -523,11 +485,10 @@ template <typename T, int D>
 __global__ void k_climb(const u32* __restrict__ side, const Pt<T, D>* __restrict__ P,
                         int n, Node<T, D>* nodes, int* flags) {
   int i = thread_index();
-  const int m = leaf_count(n);
-  if (i >= m) return;
+  if (i >= n) return;
   int l = i, r = i;
   bool left = (side[i >> 5] >> (i & 31)) & 1u;
-  int L = bucket_label<T, D>(P, i, n);
+  int L = P[i].label;
   while (true) {
     int s = left ? r : l - 1;
     __threadfence();
@@ -542,11 +503,11 @@ __global__ void k_climb(const u32* __restrict__ side, const Pt<T, D>* __restrict
     } else {
       sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
     }
-    int Ls = sib_leaf ? bucket_label<T, D>(P, sib, n) : __ldcg(&nodes[sib].label);
+    int Ls = sib_leaf ? P[sib].label : __ldcg(&nodes[sib].label);
     if (Ls != L) L = -1;
-    bool root = (pl == 0 && pr == m - 1);
+    bool root = (pl == 0 && pr == n - 1);
     // (the walk writes labels only: the splits read here are the build's)
-    left = !root && pr < m - 1 && nodes[pr].split == s;
+    left = !root && pr < n - 1 && nodes[pr].split == s;
     int k = root ? 0 : (left ? pr : pl);
     nodes[k].label = L;
     if (root) return;
@@ -635,7 +596,6 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P,
 // (w, orig_j).  One thread per point, in tree order.  FIRST: the first
 // iteration, every point its own component: a plain nearest-other-point query.
 //
-// A leaf is a bucket of two points (both tested); ranges count buckets.
 // Skipped: points with a certified candidate (answered by k_bounds), and
 // points whose lower bound exceeds their component's radius.  The radius is
 // shared by the component (best[C]'s high word) and re-read as the search
@@ -692,26 +652,16 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     }                                                                                \
   }
 
-  // a leaf: the bucket of points 2B and 2B + 1
-#define EMST_BUCKET(B)                        \
-  {                                           \
-    int p_ = 2 * (B);                         \
-    EMST_LEAF(p_)                             \
-    if (p_ + 1 < n) EMST_LEAF(p_ + 1)         \
-  }
-
   // the Morton neighbours first: usually close, they start the radius small
   if (i > 0) EMST_LEAF(i - 1)
   if (i + 1 < n) EMST_LEAF(i + 1)
 
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  const int m = leaf_count(n);
-  // one leaf (n <= 2): the neighbours were every point
-  int cf = 0, cl = m - 1, cs = m > 1 ? nodes[0].split : 0;
+  int cf = 0, cl = n - 1, cs = nodes[0].split;
   // the root's own label: nothing foreign when it is C (cannot happen while
   // two components are left, but costs nothing)
-  bool go = m > 1 && (FIRST || nodes[0].label != C);
+  bool go = FIRST || nodes[0].label != C;
   while (go) {
     T rr = bw;
     if (!FIRST) {
@@ -724,7 +674,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     int sL = 0, sR = 0;
     // left child [cf, g]
     if (g == cf) {
-      EMST_BUCKET(g)
+      EMST_LEAF(g)
     } else {
       Node<T, D> nd = nodes[g];
       if (FIRST || nd.label != C) {
@@ -737,7 +687,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     }
     // right child [g + 1, cl]
     if (g + 1 == cl) {
-      EMST_BUCKET(g + 1)
+      EMST_LEAF(g + 1)
     } else {
       Node<T, D> nd = nodes[g + 1];
       if (FIRST || nd.label != C) {
@@ -751,10 +701,8 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     if (bw < rr) rr = bw;
     if (goL && dL > rr) { goL = false; if (dL < pruned) pruned = dL; }
     if (goR && dR > rr) { goR = false; if (dR < pruned) pruned = dR; }
-    // (a degenerate subtree's first point has its smallest row: equal
-    // points are in input-row order)
-    if (goL) goL = !(dL == bw && degL && orig[2 * cf] > bo);
-    if (goR) goR = !(dR == bw && degR && orig[2 * (g + 1)] > bo);
+    if (goL) goL = !(dL == bw && degL && orig[cf] > bo);
+    if (goR) goR = !(dR == bw && degR && orig[g + 1] > bo);
     if (goL && goR) {
       if (dL <= dR) {  // nearer first, ties to the left
         StackEntry<T> e; e.f = degR ? ~(g + 1) : (g + 1); e.l = cl; e.split = sR; e.d = dR;
@@ -776,14 +724,13 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
         bool deg = e.f < 0;
         int f = deg ? ~e.f : e.f;
         if (e.d > rr) { if (e.d < pruned) pruned = e.d; continue; }
-        if (e.d == bw && deg && orig[2 * f] > bo) continue;
+        if (e.d == bw && deg && orig[f] > bo) continue;
         cf = f; cl = e.l; cs = e.split;
         go = true;
         break;
       }
     }
   }
-#undef EMST_BUCKET
 #undef EMST_LEAF
 
   // Nothing foreign is nearer than min(bw, pruned): subtrees pruned for their
@@ -1090,19 +1037,10 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
   if (sz > n - 1) sz = n - 1;
   for (int j = sa; j <= sz; ++j) EMST_KLEAF(j)
 
-  // a leaf: the points of bucket B not among the seeds
-#define EMST_KBUCKET(B)                                    \
-  {                                                        \
-    int p_ = 2 * (B);                                      \
-    if (p_ < sa || p_ > sz) EMST_KLEAF(p_)                 \
-    if (p_ + 1 < n && (p_ + 1 < sa || p_ + 1 > sz)) EMST_KLEAF(p_ + 1) \
-  }
-
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  const int nl = leaf_count(n);
-  int cf = 0, cl = nl - 1, cs = nl > 1 ? nodes[0].split : 0;
-  bool go = nl > 1;  // one leaf: the seeds were every point
+  int cf = 0, cl = n - 1, cs = nodes[0].split;
+  bool go = true;
   while (go) {
     T rr = (m < k) ? inf : kd[k - 1];
     const int g = cs;
@@ -1110,7 +1048,7 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
     T dL = inf, dR = inf;
     int sL = 0, sR = 0;
     if (g == cf) {
-      EMST_KBUCKET(g)
+      if (g < sa || g > sz) EMST_KLEAF(g)
     } else {
       Node<T, D> nd = nodes[g];
       dL = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1118,7 +1056,7 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
       sL = nd.split;
     }
     if (g + 1 == cl) {
-      EMST_KBUCKET(g + 1)
+      if (g + 1 < sa || g + 1 > sz) EMST_KLEAF(g + 1)
     } else {
       Node<T, D> nd = nodes[g + 1];
       dR = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1154,7 +1092,6 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
       }
     }
   }
-#undef EMST_KBUCKET
 #undef EMST_KLEAF
   core2[i] = kd[k - 1];
 }
@@ -1201,26 +1138,17 @@ k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, 
   for (int j = sa; j <= sz; ++j) EMST_RLEAF(j)
   T kth = kd[KMAX - 1];  // finite: the seeds hold >= k others
 
-  // a leaf: the points of bucket B not among the seeds
-#define EMST_RBUCKET(B)                                    \
-  {                                                        \
-    int p_ = 2 * (B);                                      \
-    if (p_ < sa || p_ > sz) EMST_RLEAF(p_)                 \
-    if (p_ + 1 < n && (p_ + 1 < sa || p_ + 1 > sz)) EMST_RLEAF(p_ + 1) \
-  }
-
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  const int nl = leaf_count(n);
-  int cf = 0, cl = nl - 1, cs = nl > 1 ? nodes[0].split : 0;
-  bool go = nl > 1;  // one leaf: the seeds were every point
+  int cf = 0, cl = n - 1, cs = nodes[0].split;
+  bool go = true;
   while (go) {
     const int g = cs;
     bool goL = false, goR = false;
     T dL = inf, dR = inf;
     int sL = 0, sR = 0;
     if (g == cf) {
-      EMST_RBUCKET(g)
+      if (g < sa || g > sz) EMST_RLEAF(g)
     } else {
       Node<T, D> nd = nodes[g];
       dL = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1228,7 +1156,7 @@ k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, 
       sL = nd.split;
     }
     if (g + 1 == cl) {
-      EMST_RBUCKET(g + 1)
+      if (g + 1 < sa || g + 1 > sz) EMST_RLEAF(g + 1)
     } else {
       Node<T, D> nd = nodes[g + 1];
       dR = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1263,7 +1191,6 @@ k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, 
       }
     }
   }
-#undef EMST_RBUCKET
 #undef EMST_RLEAF
   core2[i] = kd[KMAX - 1];
 }

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .records import (_NO_KEY, CL_WORD, INT_MAX, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32,
-                      leaf_count)
+from .records import _NO_KEY, CL_WORD, INT_MAX, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, _i32
 
 
 class BoruvkaPhases:
@@ -52,7 +51,7 @@ class BoruvkaPhases:
     def reduce_labels(cls, bvh, s):
         """Label every internal node with its leaves' common component, or -1 (``k_climb``).
 
-        The construction's bottom-up walk, one thread per leaf (bucket), CAS flags in
+        The construction's bottom-up walk, one thread per leaf, CAS flags in
         ``bvh.aux`` (reset to -1 first).  Nothing in the first iteration: all
         points are singletons and ``k_build`` left every node at -1.
 
@@ -68,11 +67,8 @@ class BoruvkaPhases:
         """
         if s.it == 0:
             return  # all points singletons: every node is mixed (k_build set -1)
-        bvh.aux.fill(-1)  # (also the rest value the later passes expect)
-        leaves = leaf_count(bvh.n)
-        if leaves < 2:
-            return  # one leaf: no node
-        cls._launch(bvh, bvh.d, "k_climb", leaves,
+        bvh.aux.fill(-1)
+        cls._launch(bvh, bvh.d, "k_climb", bvh.n,
                     (bvh.side, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
 
     @classmethod

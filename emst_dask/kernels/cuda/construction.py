@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import KNN_KMAX, record_sizes
-from .records import BOUNDS_THREADS, CudaBVH, _i32, _ordered_to_float, leaf_count
+from .records import BOUNDS_THREADS, CudaBVH, _i32, _ordered_to_float
 
 
 class ConstructionPhases:
@@ -109,14 +109,12 @@ class ConstructionPhases:
     def build_bvh(cls, points, codes, perm, period=None, fine=None):
         """The LBVH: point records in tree order, then the tree bottom-up (``k_build``).
 
-        ``k_gather`` writes the point records (coordinates, label = own position).
-        A leaf of the tree is a bucket of two points (2b, 2b + 1; the last
-        alone when n is odd): ``m = (n + 1) // 2`` leaves, ``m - 1`` nodes.
-        ``k_delta`` writes the common-prefix length of the codes where each
-        two neighbouring buckets meet, ``k_build`` the node records bottom-up,
-        one thread per leaf with CAS flags in ``aux`` (Apetrei 2014), every
-        node labelled -1 (mixed), and ``k_sides`` each leaf's side bit for
-        the label walk.  For n <= 2 (one leaf) only the gather runs.
+        ``k_gather`` writes the point records (coordinates, label = own position),
+        ``k_delta`` the common-prefix length of each two neighbouring codes, and
+        ``k_build`` the node records bottom-up, one thread per leaf with CAS flags
+        in ``aux`` (Apetrei 2014), every node labelled -1 (mixed), and
+        ``k_sides`` each leaf's side bit for the label walk.  For n < 2 only
+        the gather runs.
 
         Parameters
         ----------
@@ -146,18 +144,17 @@ class ConstructionPhases:
         orig = perm if perm.dtype == np.int32 else perm.astype(np.int32)
         P = xp.empty(n * ps, np.uint8)
         cls._launch(dt, d, "k_gather", n, (pts, orig, _i32(n), P))
-        leaves = leaf_count(n)
-        m = max(leaves - 1, 0)  # internal nodes
+        m = max(n - 1, 0)
         delta = xp.empty(max(m, 1), np.uint8)
         nodes = xp.empty(max(m, 1) * ns, np.uint8)
         aux = xp.full(n, -1, np.int32)  # CAS flags now, Boruvka scratch later
-        if m:
+        if n >= 2:
             has_fine = fine is not None
             cls._launch(dt, d, "k_delta", m, (codes, fine if has_fine else codes,
                                               _i32(has_fine), _i32(n), delta))
-            cls._launch(dt, d, "k_build", leaves, (delta, P, _i32(n), nodes, aux))
-        side = xp.zeros(max((leaves + 31) // 32, 1), np.uint32)
-        if m:
+            cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
+        side = xp.zeros(max((n + 31) // 32, 1), np.uint32)
+        if n >= 2:
             cls._launch(dt, d, "k_sides", side.shape[0], (delta, _i32(n), side))
         period = None if period is None else np.asarray(period, np.float64)
         return CudaBVH(P=P, nodes=nodes, delta=delta, side=side, orig=orig, aux=aux, n=n, d=d,

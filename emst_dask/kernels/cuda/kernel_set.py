@@ -24,10 +24,10 @@ finalize_edges                 k_finalize
 =============================  ==================================================
 
 Device memory per point, 3-D float32, min_samples = 1: points with labels 16,
-nodes 16 (32 bytes, one for every two points: a leaf is a bucket of two),
-leaf sides 1/16, orig 4, aux 4, a certified candidate or a lower bound 4,
-best 8 (which also holds the finished edges): 52.1 bytes, plus what the
-engine holds (delta, 1/2 byte, lives through the construction only).
+nodes 32 (n - 1 of them), leaf sides 1/8, orig 4, aux 4, a certified
+candidate or a lower bound 4, best 8 (which also holds the finished edges):
+68.1 bytes, plus what the engine holds (delta, 1 byte, lives through the
+construction only).
 """
 from __future__ import annotations
 

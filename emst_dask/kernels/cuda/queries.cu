@@ -13,38 +13,33 @@ template <typename T> __device__ __forceinline__ T tsqrt(T x);
 template <> __device__ __forceinline__ float tsqrt<float>(float x) { return __fsqrt_rn(x); }
 template <> __device__ __forceinline__ double tsqrt<double>(double x) { return __dsqrt_rn(x); }
 
-// Closest child first over the whole tree, calling v.leaf(j) at each point
-// of each leaf (bucket) reached and skipping every box (squared distance b)
-// with v.prune(b).
+// Closest child first over the whole tree, calling v.leaf(j) at each leaf
+// reached and skipping every box (squared distance b) with v.prune(b).
 template <typename T, int D, class V>
 __device__ __forceinline__ void query_walk(const Pt<T, D>* __restrict__ P,
                                           const Node<T, D>* __restrict__ nodes, int n,
                                           const T* x, V& v) {
-  const int m = leaf_count(n);
-  if (m == 1) {  // one bucket: no node
+  if (n == 1) {
     v.leaf(0);
-    if (n == 2) v.leaf(1);
     return;
   }
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  int cf = 0, cl = m - 1, cs = nodes[0].split;
+  int cf = 0, cl = n - 1, cs = nodes[0].split;
   while (true) {
     const int g = cs;
     bool nodeL = g != cf, nodeR = g + 1 != cl;
     T dL = (T)0, dR = (T)0;
     int sL = 0, sR = 0;
     if (!nodeL) {
-      v.leaf(2 * g);
-      if (2 * g + 1 < n) v.leaf(2 * g + 1);
+      v.leaf(g);
     } else {
       Node<T, D> nd = nodes[g];
       dL = box_dist2<T, D>(x, nd.lo, nd.hi);
       sL = nd.split;
     }
     if (!nodeR) {
-      v.leaf(2 * g + 2);
-      if (2 * g + 3 < n) v.leaf(2 * g + 3);
+      v.leaf(g + 1);
     } else {
       Node<T, D> nd = nodes[g + 1];
       dR = box_dist2<T, D>(x, nd.lo, nd.hi);

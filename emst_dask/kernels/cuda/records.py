@@ -20,11 +20,6 @@ def _i32(v):
     return np.int32(v)
 
 
-def leaf_count(n: int) -> int:
-    """Leaves of the tree over n points: buckets of two (``boruvka.cu``)."""
-    return (int(n) + 1) // 2
-
-
 #: EMST_INT_MAX of the kernels: the recorded pick of an edge of the last
 #: iteration (the root chain)
 INT_MAX = np.int32(0x7FFFFFFF)
@@ -50,12 +45,11 @@ class CudaBVH:
     """The LBVH on the device (tree order; see ``boruvka.cu`` for the records).
 
     P : (n * pt_bytes,) uint8 point records (coordinates and component
-    label).  A leaf is a bucket of two points (``leaf_count(n) = m`` of
-    them).  nodes : ((m-1) * node_bytes,) uint8 node records (box, split,
-    label).  delta : (m-1,) uint8 common-prefix lengths of the codes where
-    neighbouring buckets meet (construction only: ``init_boruvka`` drops
-    it).  side : (ceil(m/32),) uint32, bit b set when leaf b is its
-    parent's left child (the label walk's start).  orig : (n,) int32 input row of each position.  aux :
+    label).  nodes : ((n-1) * node_bytes,) uint8 node records (box, children).
+    delta : (n-1,) uint8 common-prefix lengths of neighbouring codes
+    (construction only: ``init_boruvka`` drops it).  side : (ceil(n/32),)
+    uint32, bit i set when leaf i is its parent's left child (the label
+    walk's start).  orig : (n,) int32 input row of each position.  aux :
     (n,) int32 scratch (construction flags, then the Borůvka work lists).  period : (d,)
     float64 box lengths of a periodic box (scaled with the points; the
     kernels of the periodic modules run), or None.
