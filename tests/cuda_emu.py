@@ -64,6 +64,8 @@ inline float __uint_as_float(u32 x) { float f; std::memcpy(&f, &x, 4); return f;
 inline u32 __float_as_uint(float f) { u32 x; std::memcpy(&x, &f, 4); return x; }
 inline long long __double_as_longlong(double d) { long long x; std::memcpy(&x, &d, 8); return x; }
 inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline u64 atomicOr(u64* a, u64 v) { u64 o = *a; *a = o | v; return o; }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 """

@@ -43,7 +43,6 @@ template <class T> inline unsigned __match_any_sync(unsigned, T) {
   return 1u << (threadIdx.x & 31);  // each lane alone
 }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
-inline int __popc(unsigned x) { return __builtin_popcount(x); }
 template <class A, class B> inline typename std::common_type<A, B>::type min(A a, B b) {
   return b < a ? b : a;
 }

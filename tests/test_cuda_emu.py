@@ -67,7 +67,24 @@ def test_emulated_crowded_cells_split_like_the_cpu():
     cpu = construct_bvh(get_kernels("cpu"), pts, Timers(enabled=False))
     emu = construct_bvh(K, pts, Timers(enabled=False))
     np.testing.assert_array_equal(cpu.orig, emu.orig)
-    assert ((emu.delta >= 64) & (emu.delta < 128)).sum() > 250
+    # the deltas where the tree's leaves (one point or two) meet: about 190
+    # leaves in the cell
+    assert emu.delta.shape[0] == emu.n_leaves - 1
+    assert ((emu.delta >= 64) & (emu.delta < 128)).sum() > 160
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
+def test_emulated_few_points(emulated_cuda, n):
+    """Trees of one to six nodes: the searches, the k-NN (min_samples up
+    to n) and the label walk."""
+    pts = np.random.default_rng(n).random((n, 3)).astype(np.float32)
+    for ms in sorted({1, 2, n}):
+        tree = emst(pts, min_samples=ms, backend="cuda")
+        check_spanning_tree(tree, pts, ms)
+        cpu = emst(pts, min_samples=ms, backend="cpu")
+        assert edge_set(tree.source, tree.target) == edge_set(cpu.source, cpu.target)
+        if ms > 1:
+            np.testing.assert_array_equal(host(tree.core_distances), cpu.core_distances)
 
 
 def test_emulated_chain(emulated_cuda):
@@ -172,3 +189,29 @@ def test_emulated_hierarchy_small_periodic_and_far(emulated_cuda, case):
     got = record_chains(np, tree.hierarchy, len(pts), np.int32)
     want = boruvka_chains(np, tree.source, tree.target, len(pts), np.int32)
     _same_chains(got, want, len(pts), np.int32, point_children)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 9])
+def test_emulated_queries_of_few_points(n):
+    """The queries' walk over a tree of one point (no node) or a few:
+    every k-th distance and mutual-reachability neighbour against brute
+    force."""
+    from emst_dask.engine import Timers, construct_bvh
+
+    rng = np.random.default_rng(n)
+    x = rng.random((n, 3)).astype(np.float32)
+    X = rng.random((40, 3)).astype(np.float32)
+    bvh = construct_bvh(K, x, Timers(enabled=False))
+    d2 = np.zeros((40, n), np.float32)
+    for a in range(3):  # summed axis by axis, as the kernels do
+        t = X[:, None, a] - x[None, :, a]
+        d2 = d2 + t * t
+    for k in range(1, n + 1):
+        np.testing.assert_array_equal(K.query_knn2(bvh, X, k), np.sort(d2, axis=1)[:, k - 1])
+    orig = np.asarray(bvh.orig)
+    core = rng.random(n).astype(np.float32) * 0.3  # input order
+    corex = rng.random(40).astype(np.float32) * 0.3
+    nbr, best = K.query_mr_nearest(bvh, core[orig], X, corex)
+    mr = np.maximum(np.maximum(np.sqrt(d2), core[None, :]), corex[:, None])
+    np.testing.assert_array_equal(best, mr.min(axis=1))
+    assert (mr[np.arange(40), nbr] == mr.min(axis=1)).all()

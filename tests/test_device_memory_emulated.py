@@ -21,9 +21,10 @@ if not pool_emu.available():  # pragma: no cover - no compiler or headers
 
 from cuda_emu import emulated_kernels  # noqa: E402
 
-#: bytes per point beyond the input, 3-D float32 (see benchmarks/NOTES.md)
-BUDGET = {1: 68.5, 16: 72.5}
-#: the goal of the benchmark rows, not reached by the smooth clouds
+#: bytes per point beyond the input, 3-D float32 (see benchmarks/NOTES.md):
+#: 56.7 with min_samples 1 (a node of two points of the tree is one leaf)
+BUDGET = {1: 57.5, 16: 61.5}
+#: the goal of the benchmark rows
 GOAL = {1: 64.0, 16: 100.0}
 
 
@@ -74,8 +75,10 @@ def test_ties_peak_within_goal(name):
     assert s["peak_bytes_per_point"] <= GOAL[1], s
 
 
-@pytest.mark.xfail(strict=True, reason="the tree's own arrays are 68.1 B/pt (NOTES.md): "
-                   "the 64 B/pt goal needs a smaller node or state layout")
-def test_uniform_peak_within_goal():
-    s = _peak("uniform", 200_000, 1)
-    assert s["peak_bytes_per_point"] <= GOAL[1], s
+@pytest.mark.parametrize("name, n", [("uniform", 6_250), ("uniform", 25_000),
+                                     ("uniform", 200_000), ("halos", 200_000)])
+def test_smooth_peak_within_goal_with_a_margin(name, n):
+    """Small clouds pay the pool's 512-byte blocks and the small arrays on
+    top (57.2 B/pt at 6,250 points): every one under the goal by 6 B/pt."""
+    s = _peak(name, n, 1)
+    assert s["peak_bytes_per_point"] <= GOAL[1] - 6, s

@@ -20,20 +20,31 @@
 // Data layout
 //  * Pt<T,D>   : the point (D coordinates) and its component label, 16 bytes
 //                for 3-D float32: one 128-bit load gives what a leaf test needs.
-//  * Node<T,D> : one internal node of the binary radix tree (Karras 2012
-//                numbering: internal node k covers a range [f, l] with k == f
-//                or k == l; its children are gamma and gamma + 1, leaves
-//                when gamma == f resp. gamma + 1 == l): box, split gamma and
-//                the node's component label (-1 = mixed).  32 bytes in 3-D
-//                float32: two 128-bit loads.  Node ranges are not stored:
-//                traversals derive them from the parent's range and split.
+//  * leaves    : the radix tree over the points, with every node of two
+//                points made one leaf: leaf l holds one point or two
+//                (about 36% of the points' nodes are such pairs, so the
+//                tree keeps about 0.64 n nodes; its hierarchy is the points'
+//                tree's, unchanged above the pairs).  tab[l >> 5]: low word
+//                the first point of leaf 32 (l >> 5), bit b of the high word
+//                set when leaf 32 (l >> 5) + b holds two points (8 bytes a
+//                32 leaves; leaf_of below).  Leaf ranges and splits count
+//                leaves; the L leaves and L - 1 nodes.
+//  * Node<T,D> : one internal node of the binary radix tree over the leaves
+//                (Karras 2012 numbering: internal node k covers a range
+//                [f, l] with k == f or k == l; its children are gamma and
+//                gamma + 1, leaves when gamma == f resp. gamma + 1 == l):
+//                box, split gamma and the node's component label (-1 =
+//                mixed).  32 bytes in 3-D float32: two 128-bit loads.  Node
+//                ranges are not stored: traversals derive them from the
+//                parent's range and split.
 //  * delta[i]  : common-prefix length of the augmented keys (code, fine
 //                code, i) and those of i+1, one byte; with it the tree is
-//                built bottom-up (Apetrei 2014).  Construction only: the
-//                label walk finds each parent from the splits and one bit a
-//                leaf (`side`, below), so delta is freed with the codes.
+//                built bottom-up (Apetrei 2014), over the leaves with the
+//                deltas where leaves meet.  Construction only: the label
+//                walk finds each parent from the splits and one bit a leaf
+//                (`side`, below), so delta is freed with the codes.
 //  * side[w]   : bit b of word w is set when leaf 32 w + b is its parent's
-//                left child (n / 8 bytes).
+//                left child (L / 8 bytes).
 //
 // Boruvka state (indexed by tree position; a component is named by the
 // position of its representative, labels[C] == C):
@@ -248,6 +259,27 @@ __device__ __forceinline__ bool is_left_child(const unsigned char* delta, int l,
   return delta[r] > delta[l - 1];
 }
 
+// points i and i + 1 are one node of the points' tree (n points): leaf i is
+// a left child and leaf i + 1 a right one, so both hang from split i
+__device__ __forceinline__ bool is_pair(const unsigned char* delta, int i, int n) {
+  return i < n - 1 && is_left_child(delta, i, i, n) && !is_left_child(delta, i + 1, i + 1, n);
+}
+
+// leaf l of the tree: its first point, and whether it holds a second
+struct Leaf {
+  int first;
+  bool two;
+};
+__device__ __forceinline__ Leaf leaf_of(const u64* __restrict__ tab, int l) {
+  u64 t = tab[l >> 5];
+  u32 mask = (u32)(t >> 32);
+  int b = l & 31;
+  Leaf f;
+  f.first = (int)(u32)t + b + __popc(mask & ((1u << b) - 1u));
+  f.two = (mask >> b) & 1u;
+  return f;
+}
+
 // ---------------------------------------------------------------------------
 // size check: Python mirrors the record sizes
 // ---------------------------------------------------------------------------
@@ -384,7 +416,8 @@ __global__ void k_delta(const u64* __restrict__ codes, const u64* __restrict__ f
 }
 
 // side[w], bit b: leaf 32 w + b is its parent's left child (one thread a
-// word of 32 leaves; n >= 2).  The label walk starts from these bits.
+// word of 32 leaves; n >= 2 leaves, delta the leaves').  The label walk
+// starts from these bits.
 template <typename T, int D>
 __global__ void k_sides(const unsigned char* __restrict__ delta, int n, u32* __restrict__ side) {
   int w = thread_index();
@@ -394,6 +427,56 @@ __global__ void k_sides(const unsigned char* __restrict__ delta, int n, u32* __r
   for (int b = 0; b < 32 && first + b < n; ++b)
     if (is_left_child(delta, first + b, first + b, n)) bits |= 1u << b;
   side[w] = bits;
+}
+
+// The leaves, in two passes over words of 32 points (one thread a word):
+// k_pairs marks the pairs (bit b of pairs[w]: points 32 w + b and the next
+// are one leaf) and counts the leaves starting in each word; k_leaves,
+// given each word's first leaf (exclusive sums of the counts), writes the
+// leaf table (tab zeroed) and the deltas where leaves meet (ldelta).
+template <typename T, int D>
+__global__ void k_pairs(const unsigned char* __restrict__ delta, int n, u32* __restrict__ pairs,
+                        int* __restrict__ count) {
+  int w = thread_index();
+  if (w >= ((n + 31) >> 5)) return;
+  int first = w << 5;
+  u32 bits = 0;
+  int c = 0;
+  bool prev = first > 0 && is_pair(delta, first - 1, n);
+  for (int b = 0; b < 32 && first + b < n; ++b) {
+    bool p = is_pair(delta, first + b, n);
+    if (p) bits |= 1u << b;
+    if (!prev) ++c;  // a leaf starts here
+    prev = p;
+  }
+  pairs[w] = bits;
+  count[w] = c;
+}
+
+template <typename T, int D>
+__global__ void k_leaves(const unsigned char* __restrict__ delta, const u32* __restrict__ pairs,
+                         const int* __restrict__ start, int n, u64* tab,
+                         unsigned char* __restrict__ ldelta) {
+  int w = thread_index();
+  if (w >= ((n + 31) >> 5)) return;
+  int first = w << 5;
+  int l = start[w];
+  bool prev = first > 0 && ((pairs[(first - 1) >> 5] >> ((first - 1) & 31)) & 1u);
+  u32 bits = pairs[w];
+  for (int b = 0; b < 32 && first + b < n; ++b) {
+    bool p = (bits >> b) & 1u;
+    if (!prev) {  // leaf l starts at point i
+      int i = first + b;
+      u64 v = 0;
+      if ((l & 31) == 0) v |= (u64)(u32)i;
+      if (p) v |= 1ULL << (32 + (l & 31));
+      if (v) atomicOr(&tab[l >> 5], v);
+      int last = i + (p ? 1 : 0);
+      if (last < n - 1) ldelta[l] = delta[last];
+      ++l;
+    }
+    prev = p;
+  }
 }
 
 // Points in tree order with their initial labels (own position).
@@ -410,23 +493,45 @@ __global__ void k_gather(const T* __restrict__ pts, const int* __restrict__ perm
   P[i] = p;
 }
 
-// Bottom-up construction, one thread per leaf: a thread holding the finished
-// subtree [l, r] flags its parent's split with a CAS; the first to arrive
-// leaves, the second merges its sibling's box and writes the parent.  Boxes
-// are written once; the CAS is only a flag (Apetrei 2014; ArborX).
-// flags[] must hold -1; every flag is back at -1 when the kernel ends.
+// the box of leaf l's points, merged into [lo, hi]
+template <typename T, int D>
+__device__ __forceinline__ void leaf_box(const Pt<T, D>* P, const u64* tab, int l, T* lo, T* hi) {
+  Leaf f = leaf_of(tab, l);
+  for (int q = 0; q < (f.two ? 2 : 1); ++q) {
+    Pt<T, D> p = P[f.first + q];
+#pragma unroll
+    for (int a = 0; a < D; ++a) {
+      if (p.x[a] < lo[a]) lo[a] = p.x[a];
+      if (p.x[a] > hi[a]) hi[a] = p.x[a];
+    }
+  }
+}
+
+// the common component label of leaf l's points, or -1
+template <typename T, int D>
+__device__ __forceinline__ int leaf_label(const Pt<T, D>* P, const u64* tab, int l) {
+  Leaf f = leaf_of(tab, l);
+  int L = P[f.first].label;
+  if (f.two && P[f.first + 1].label != L) L = -1;
+  return L;
+}
+
+// Bottom-up construction, one thread per leaf (n leaves here, delta the
+// leaves'): a thread holding the finished subtree [l, r] flags its parent's
+// split with a CAS; the first to arrive leaves, the second merges its
+// sibling's box and writes the parent.  Boxes are written once; the CAS is
+// only a flag (Apetrei 2014; ArborX).  flags[] must hold -1; every flag is
+// back at -1 when the kernel ends.
 template <typename T, int D>
 __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>* __restrict__ P,
-                        int n, Node<T, D>* nodes, int* flags) {
+                        const u64* __restrict__ tab, int n, Node<T, D>* nodes, int* flags) {
   int i = thread_index();
   if (i >= n) return;
   int l = i, r = i;
   T lo[D], hi[D];
-  {
-    Pt<T, D> p = P[i];
 #pragma unroll
-    for (int a = 0; a < D; ++a) lo[a] = hi[a] = p.x[a];
-  }
+  for (int a = 0; a < D; ++a) { lo[a] = FT<T>::inf(); hi[a] = -FT<T>::inf(); }
+  leaf_box<T, D>(P, tab, i, lo, hi);
   while (true) {
     bool left = is_left_child(delta, l, r, n);
     int s = left ? r : l - 1;
@@ -443,12 +548,7 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
       sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
     }
     if (sib_leaf) {
-      Pt<T, D> p = P[sib];
-#pragma unroll
-      for (int a = 0; a < D; ++a) {
-        if (p.x[a] < lo[a]) lo[a] = p.x[a];
-        if (p.x[a] > hi[a]) hi[a] = p.x[a];
-      }
+      leaf_box<T, D>(P, tab, sib, lo, hi);
     } else {
       const Node<T, D>* sn = nodes + sib;
 #pragma unroll
@@ -483,12 +583,12 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
 // ---------------------------------------------------------------------------
 template <typename T, int D>
 __global__ void k_climb(const u32* __restrict__ side, const Pt<T, D>* __restrict__ P,
-                        int n, Node<T, D>* nodes, int* flags) {
+                        const u64* __restrict__ tab, int n, Node<T, D>* nodes, int* flags) {
   int i = thread_index();
-  if (i >= n) return;
+  if (i >= n) return;  // n: the leaves
   int l = i, r = i;
   bool left = (side[i >> 5] >> (i & 31)) & 1u;
-  int L = P[i].label;
+  int L = leaf_label<T, D>(P, tab, i);
   while (true) {
     int s = left ? r : l - 1;
     __threadfence();
@@ -503,7 +603,7 @@ __global__ void k_climb(const u32* __restrict__ side, const Pt<T, D>* __restrict
     } else {
       sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
     }
-    int Ls = sib_leaf ? P[sib].label : __ldcg(&nodes[sib].label);
+    int Ls = sib_leaf ? leaf_label<T, D>(P, tab, sib) : __ldcg(&nodes[sib].label);
     if (Ls != L) L = -1;
     bool root = (pl == 0 && pr == n - 1);
     // (the walk writes labels only: the splits read here are the build's)
@@ -596,6 +696,7 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P,
 // (w, orig_j).  One thread per point, in tree order.  FIRST: the first
 // iteration, every point its own component: a plain nearest-other-point query.
 //
+// A leaf holds one point or two (both tested); ranges count leaves (nl).
 // Skipped: points with a certified candidate (answered by k_bounds), and
 // points whose lower bound exceeds their component's radius.  The radius is
 // shared by the component (best[C]'s high word) and re-read as the search
@@ -607,8 +708,9 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P,
 template <typename T, int D, bool MRD, bool FIRST>
 __global__ void __launch_bounds__(256)
 k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
-         const int* __restrict__ orig, const T* __restrict__ core2,
-         typename CL<T>::word* __restrict__ clw, u64* best, int n, int* list, const int* count) {
+         const u64* __restrict__ tab, const int* __restrict__ orig, const T* __restrict__ core2,
+         typename CL<T>::word* __restrict__ clw, u64* best, int n, int nl, int* list,
+         const int* count) {
   int i = thread_index();
   if (FIRST) {
     if (i >= n) return;
@@ -652,16 +754,25 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     }                                                                                \
   }
 
+  // leaf B: its one point or two
+#define EMST_LEAVES(B)                        \
+  {                                           \
+    Leaf lf_ = leaf_of(tab, (B));             \
+    EMST_LEAF(lf_.first)                      \
+    if (lf_.two) EMST_LEAF(lf_.first + 1)     \
+  }
+
   // the Morton neighbours first: usually close, they start the radius small
   if (i > 0) EMST_LEAF(i - 1)
   if (i + 1 < n) EMST_LEAF(i + 1)
 
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  int cf = 0, cl = n - 1, cs = nodes[0].split;
+  // one leaf (n <= 2): the neighbours were every point
+  int cf = 0, cl = nl - 1, cs = nl > 1 ? nodes[0].split : 0;
   // the root's own label: nothing foreign when it is C (cannot happen while
   // two components are left, but costs nothing)
-  bool go = FIRST || nodes[0].label != C;
+  bool go = nl > 1 && (FIRST || nodes[0].label != C);
   while (go) {
     T rr = bw;
     if (!FIRST) {
@@ -674,7 +785,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     int sL = 0, sR = 0;
     // left child [cf, g]
     if (g == cf) {
-      EMST_LEAF(g)
+      EMST_LEAVES(g)
     } else {
       Node<T, D> nd = nodes[g];
       if (FIRST || nd.label != C) {
@@ -687,7 +798,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     }
     // right child [g + 1, cl]
     if (g + 1 == cl) {
-      EMST_LEAF(g + 1)
+      EMST_LEAVES(g + 1)
     } else {
       Node<T, D> nd = nodes[g + 1];
       if (FIRST || nd.label != C) {
@@ -701,8 +812,10 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     if (bw < rr) rr = bw;
     if (goL && dL > rr) { goL = false; if (dL < pruned) pruned = dL; }
     if (goR && dR > rr) { goR = false; if (dR < pruned) pruned = dR; }
-    if (goL) goL = !(dL == bw && degL && orig[cf] > bo);
-    if (goR) goR = !(dR == bw && degR && orig[g + 1] > bo);
+    // (a degenerate subtree's first point has its smallest row: equal
+    // points are in input-row order)
+    if (goL) goL = !(dL == bw && degL && orig[leaf_of(tab, cf).first] > bo);
+    if (goR) goR = !(dR == bw && degR && orig[leaf_of(tab, g + 1).first] > bo);
     if (goL && goR) {
       if (dL <= dR) {  // nearer first, ties to the left
         StackEntry<T> e; e.f = degR ? ~(g + 1) : (g + 1); e.l = cl; e.split = sR; e.d = dR;
@@ -724,13 +837,14 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
         bool deg = e.f < 0;
         int f = deg ? ~e.f : e.f;
         if (e.d > rr) { if (e.d < pruned) pruned = e.d; continue; }
-        if (e.d == bw && deg && orig[f] > bo) continue;
+        if (e.d == bw && deg && orig[leaf_of(tab, f).first] > bo) continue;
         cf = f; cl = e.l; cs = e.split;
         go = true;
         break;
       }
     }
   }
+#undef EMST_LEAVES
 #undef EMST_LEAF
 
   // Nothing foreign is nearer than min(bw, pruned): subtrees pruned for their
@@ -1005,8 +1119,8 @@ __global__ void k_finalize(const Pt<T, D>* __restrict__ P, const int* __restrict
 // ---------------------------------------------------------------------------
 template <typename T, int D, int KMAX>
 __global__ void __launch_bounds__(256)
-k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int n, int k,
-      T* __restrict__ core2, T* scratch) {
+k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
+      const u64* __restrict__ tab, int n, int nl, int k, T* __restrict__ core2, T* scratch) {
   int i = thread_index();
   if (i >= n) return;
   const T inf = FT<T>::inf();
@@ -1037,10 +1151,18 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
   if (sz > n - 1) sz = n - 1;
   for (int j = sa; j <= sz; ++j) EMST_KLEAF(j)
 
+  // leaf B: its points not among the seeds
+#define EMST_KLEAVES(B)                                                   \
+  {                                                                       \
+    Leaf lf_ = leaf_of(tab, (B));                                         \
+    if (lf_.first < sa || lf_.first > sz) EMST_KLEAF(lf_.first)           \
+    if (lf_.two && (lf_.first + 1 < sa || lf_.first + 1 > sz)) EMST_KLEAF(lf_.first + 1) \
+  }
+
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  int cf = 0, cl = n - 1, cs = nodes[0].split;
-  bool go = true;
+  int cf = 0, cl = nl - 1, cs = nl > 1 ? nodes[0].split : 0;
+  bool go = nl > 1;  // one leaf: the seeds were every point
   while (go) {
     T rr = (m < k) ? inf : kd[k - 1];
     const int g = cs;
@@ -1048,7 +1170,7 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
     T dL = inf, dR = inf;
     int sL = 0, sR = 0;
     if (g == cf) {
-      if (g < sa || g > sz) EMST_KLEAF(g)
+      EMST_KLEAVES(g)
     } else {
       Node<T, D> nd = nodes[g];
       dL = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1056,7 +1178,7 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
       sL = nd.split;
     }
     if (g + 1 == cl) {
-      if (g + 1 < sa || g + 1 > sz) EMST_KLEAF(g + 1)
+      EMST_KLEAVES(g + 1)
     } else {
       Node<T, D> nd = nodes[g + 1];
       dR = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1092,6 +1214,7 @@ k_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int 
       }
     }
   }
+#undef EMST_KLEAVES
 #undef EMST_KLEAF
   core2[i] = kd[k - 1];
 }
@@ -1114,8 +1237,8 @@ __device__ __forceinline__ void kinsert(T (&kd)[KMAX], T w) {
 
 template <typename T, int D, int KMAX>
 __global__ void __launch_bounds__(256)
-k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int n, int k,
-          T* __restrict__ core2) {
+k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
+          const u64* __restrict__ tab, int n, int nl, int k, T* __restrict__ core2) {
   int i = thread_index();
   if (i >= n) return;
   const T inf = FT<T>::inf();
@@ -1138,17 +1261,25 @@ k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, 
   for (int j = sa; j <= sz; ++j) EMST_RLEAF(j)
   T kth = kd[KMAX - 1];  // finite: the seeds hold >= k others
 
+  // leaf B: its points not among the seeds
+#define EMST_RLEAVES(B)                                                   \
+  {                                                                       \
+    Leaf lf_ = leaf_of(tab, (B));                                         \
+    if (lf_.first < sa || lf_.first > sz) EMST_RLEAF(lf_.first)           \
+    if (lf_.two && (lf_.first + 1 < sa || lf_.first + 1 > sz)) EMST_RLEAF(lf_.first + 1) \
+  }
+
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  int cf = 0, cl = n - 1, cs = nodes[0].split;
-  bool go = true;
+  int cf = 0, cl = nl - 1, cs = nl > 1 ? nodes[0].split : 0;
+  bool go = nl > 1;  // one leaf: the seeds were every point
   while (go) {
     const int g = cs;
     bool goL = false, goR = false;
     T dL = inf, dR = inf;
     int sL = 0, sR = 0;
     if (g == cf) {
-      if (g < sa || g > sz) EMST_RLEAF(g)
+      EMST_RLEAVES(g)
     } else {
       Node<T, D> nd = nodes[g];
       dL = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1156,7 +1287,7 @@ k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, 
       sL = nd.split;
     }
     if (g + 1 == cl) {
-      if (g + 1 < sa || g + 1 > sz) EMST_RLEAF(g + 1)
+      EMST_RLEAVES(g + 1)
     } else {
       Node<T, D> nd = nodes[g + 1];
       dR = box_dist2<T, D>(pi.x, nd.lo, nd.hi);
@@ -1191,6 +1322,7 @@ k_knn_reg(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, 
       }
     }
   }
+#undef EMST_RLEAVES
 #undef EMST_RLEAF
   core2[i] = kd[KMAX - 1];
 }

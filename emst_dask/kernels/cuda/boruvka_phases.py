@@ -67,9 +67,11 @@ class BoruvkaPhases:
         """
         if s.it == 0:
             return  # all points singletons: every node is mixed (k_build set -1)
-        bvh.aux.fill(-1)
-        cls._launch(bvh, bvh.d, "k_climb", bvh.n,
-                    (bvh.side, bvh.P, _i32(bvh.n), bvh.nodes, bvh.aux))
+        bvh.aux.fill(-1)  # (also the rest value the later passes expect)
+        if bvh.n_leaves < 2:
+            return  # one leaf: no node
+        cls._launch(bvh, bvh.d, "k_climb", bvh.n_leaves,
+                    (bvh.side, bvh.P, bvh.tab, _i32(bvh.n_leaves), bvh.nodes, bvh.aux))
 
     @classmethod
     def compute_upper_bounds(cls, bvh, s):
@@ -131,8 +133,8 @@ class BoruvkaPhases:
             cls._launch(bvh, bvh.d, "k_select", bvh.n,
                         (bvh.P, s.cl, s.best, bvh.aux, s.count, n))
         cls._launch(bvh, bvh.d, "k_search", bvh.n,
-                    (bvh.P, bvh.nodes, bvh.orig, s.core2, s.cl, s.best,
-                     n, bvh.aux, s.count), s.mrd, first)
+                    (bvh.P, bvh.nodes, bvh.tab, bvh.orig, s.core2, s.cl, s.best,
+                     n, _i32(bvh.n_leaves), bvh.aux, s.count), s.mrd, first)
 
     @classmethod
     def reduce_component_minima(cls, bvh, s):
@@ -314,7 +316,7 @@ class BoruvkaPhases:
         root = cls._final_root(bvh)
         # the tree and the search state are done with: give their memory back
         # before the outputs are allocated (the peak stays the loop's)
-        bvh.nodes = bvh.delta = bvh.side = bvh.aux = None
+        bvh.nodes = bvh.delta = bvh.side = bvh.aux = bvh.tab = None
         s.cl = None
         if s.edges is not s.best:
             s.best = None
@@ -350,6 +352,6 @@ class BoruvkaPhases:
         unused = xp.empty(1, np.uint64)  # the first search reads no radius
         nolist = xp.zeros(1, np.int32)   # nor a work list
         cls._launch(bvh, bvh.d, "k_search", n,
-                    (bvh.P, bvh.nodes, bvh.orig, cl, cl, unused, _i32(n),
-                     nolist, nolist), False, True)
+                    (bvh.P, bvh.nodes, bvh.tab, bvh.orig, cl, cl, unused, _i32(n),
+                     _i32(bvh.n_leaves), nolist, nolist), False, True)
         return cl

@@ -110,11 +110,15 @@ class ConstructionPhases:
         """The LBVH: point records in tree order, then the tree bottom-up (``k_build``).
 
         ``k_gather`` writes the point records (coordinates, label = own position),
-        ``k_delta`` the common-prefix length of each two neighbouring codes, and
-        ``k_build`` the node records bottom-up, one thread per leaf with CAS flags
-        in ``aux`` (Apetrei 2014), every node labelled -1 (mixed), and
-        ``k_sides`` each leaf's side bit for the label walk.  For n < 2 only
-        the gather runs.
+        ``k_delta`` the common-prefix length of each two neighbouring codes.
+        Every node of two points of the points' radix tree becomes one leaf:
+        ``k_pairs`` marks them and counts the leaves of each 32 points,
+        ``k_leaves`` writes the leaf table and the deltas where leaves meet.
+        ``k_build`` writes the node records over the leaves bottom-up, one
+        thread per leaf with CAS flags in ``aux`` (Apetrei 2014), every node
+        labelled -1 (mixed), and ``k_sides`` each leaf's side bit for the
+        label walk.  For n < 2 only the gather runs; one device-to-host read
+        (the leaf count).
 
         Parameters
         ----------
@@ -144,21 +148,44 @@ class ConstructionPhases:
         orig = perm if perm.dtype == np.int32 else perm.astype(np.int32)
         P = xp.empty(n * ps, np.uint8)
         cls._launch(dt, d, "k_gather", n, (pts, orig, _i32(n), P))
-        m = max(n - 1, 0)
-        delta = xp.empty(max(m, 1), np.uint8)
-        nodes = xp.empty(max(m, 1) * ns, np.uint8)
         aux = xp.full(n, -1, np.int32)  # CAS flags now, Boruvka scratch later
-        if n >= 2:
-            has_fine = fine is not None
-            cls._launch(dt, d, "k_delta", m, (codes, fine if has_fine else codes,
-                                              _i32(has_fine), _i32(n), delta))
-            cls._launch(dt, d, "k_build", n, (delta, P, _i32(n), nodes, aux))
-        side = xp.zeros(max((n + 31) // 32, 1), np.uint32)
-        if n >= 2:
-            cls._launch(dt, d, "k_sides", side.shape[0], (delta, _i32(n), side))
+        leaves, tab, delta = cls._leaves(dt, d, codes, fine, n)
+        m = leaves - 1  # the nodes
+        nodes = xp.empty(max(m, 1) * ns, np.uint8)
+        if m:
+            cls._launch(dt, d, "k_build", leaves, (delta, P, tab, _i32(leaves), nodes, aux))
+        side = xp.zeros(max((leaves + 31) // 32, 1), np.uint32)
+        if m:
+            cls._launch(dt, d, "k_sides", side.shape[0], (delta, _i32(leaves), side))
         period = None if period is None else np.asarray(period, np.float64)
         return CudaBVH(P=P, nodes=nodes, delta=delta, side=side, orig=orig, aux=aux, n=n, d=d,
-                       dtype=dt, pt_bytes=ps, node_bytes=ns, period=period)
+                       dtype=dt, pt_bytes=ps, node_bytes=ns, period=period, tab=tab,
+                       n_leaves=leaves)
+
+    @classmethod
+    def _leaves(cls, dt, d, codes, fine, n):
+        """The leaves (a node of two points one leaf): their count L, the
+        leaf table ((ceil(L/32),) uint64) and the deltas where they meet
+        ((L-1,) uint8, at least one entry)."""
+        xp = cls.xp
+        if n < 2:
+            return max(n, 1), xp.zeros(1, np.uint64), xp.empty(1, np.uint8)
+        delta = xp.empty(n - 1, np.uint8)
+        has_fine = fine is not None
+        cls._launch(dt, d, "k_delta", n - 1, (codes, fine if has_fine else codes,
+                                              _i32(has_fine), _i32(n), delta))
+        words = (n + 31) // 32
+        pairs = xp.empty(words, np.uint32)
+        count = xp.empty(words, np.int32)
+        cls._launch(dt, d, "k_pairs", words, (delta, _i32(n), pairs, count))
+        start = xp.cumsum(count, dtype=np.int32)
+        leaves = int(cls.to_host(start[-1:])[0])
+        start -= count  # each word's first leaf
+        del count
+        tab = xp.zeros((leaves + 31) // 32, np.uint64)
+        ldelta = xp.empty(max(leaves - 1, 1), np.uint8)
+        cls._launch(dt, d, "k_leaves", words, (delta, pairs, start, _i32(n), tab, ldelta))
+        return leaves, tab, ldelta
 
     # -- mutual reachability ---------------------------------------------------
     @classmethod
@@ -190,10 +217,12 @@ class ConstructionPhases:
             return core2
         kmax = next((km for km in KNN_KMAX if k <= km), 0)
         if kmax:
-            cls._launch(bvh, d, "k_knn_reg", n, (bvh.P, bvh.nodes, _i32(n), _i32(k), core2),
+            cls._launch(bvh, d, "k_knn_reg", n,
+                        (bvh.P, bvh.nodes, bvh.tab, _i32(n), _i32(bvh.n_leaves), _i32(k), core2),
                         kmax)
         else:
             scratch = xp.empty(n * k, dt)
             cls._launch(bvh, d, "k_knn", n,
-                        (bvh.P, bvh.nodes, _i32(n), _i32(k), core2, scratch), 0)
+                        (bvh.P, bvh.nodes, bvh.tab, _i32(n), _i32(bvh.n_leaves), _i32(k),
+                         core2, scratch), 0)
         return core2

@@ -9,7 +9,9 @@ The engine's phases map to launches as follows (n threads each, tree order):
 
 =============================  ==================================================
 construct_bvh                  k_morton, argsort (CuPy's, stable), k_gather,
-                               k_delta, k_build (bottom-up, CAS flags), k_sides
+                               k_delta, k_pairs, k_leaves (a node of two
+                               points is one leaf), k_build (bottom-up, CAS
+                               flags), k_sides
 compute_core_distances         k_knn (k-th other neighbour, value only)
 reduce_labels                  aux <- -1, k_climb (bottom-up); nothing in the
                                first iteration (all nodes are mixed)
@@ -24,10 +26,11 @@ finalize_edges                 k_finalize
 =============================  ==================================================
 
 Device memory per point, 3-D float32, min_samples = 1: points with labels 16,
-nodes 32 (n - 1 of them), leaf sides 1/8, orig 4, aux 4, a certified
-candidate or a lower bound 4, best 8 (which also holds the finished edges):
-68.1 bytes, plus what the engine holds (delta, 1 byte, lives through the
-construction only).
+nodes 20.5 (32 bytes, L - 1 of them for L = 0.64 n leaves: a node of two
+points of the points' tree is one leaf), the leaf table 0.16 and leaf sides
+0.08, orig 4, aux 4, a certified candidate or a lower bound 4, best 8
+(which also holds the finished edges): 56.7 bytes, plus what the engine
+holds (delta lives through the construction only).
 """
 from __future__ import annotations
 

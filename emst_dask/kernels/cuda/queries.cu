@@ -13,33 +13,43 @@ template <typename T> __device__ __forceinline__ T tsqrt(T x);
 template <> __device__ __forceinline__ float tsqrt<float>(float x) { return __fsqrt_rn(x); }
 template <> __device__ __forceinline__ double tsqrt<double>(double x) { return __dsqrt_rn(x); }
 
-// Closest child first over the whole tree, calling v.leaf(j) at each leaf
-// reached and skipping every box (squared distance b) with v.prune(b).
+// leaf l's points to v.leaf
+template <class V>
+__device__ __forceinline__ void visit_leaf(const u64* __restrict__ tab, int l, V& v) {
+  Leaf f = leaf_of(tab, l);
+  v.leaf(f.first);
+  if (f.two) v.leaf(f.first + 1);
+}
+
+// Closest child first over the whole tree (nl leaves), calling v.leaf(j) at
+// each point of each leaf reached and skipping every box (squared distance
+// b) with v.prune(b).
 template <typename T, int D, class V>
 __device__ __forceinline__ void query_walk(const Pt<T, D>* __restrict__ P,
-                                          const Node<T, D>* __restrict__ nodes, int n,
-                                          const T* x, V& v) {
-  if (n == 1) {
-    v.leaf(0);
+                                          const Node<T, D>* __restrict__ nodes,
+                                          const u64* __restrict__ tab, int nl, const T* x,
+                                          V& v) {
+  if (nl == 1) {  // no node
+    visit_leaf(tab, 0, v);
     return;
   }
   StackEntry<T> stack[EMST_STACK];
   int sp = 0;
-  int cf = 0, cl = n - 1, cs = nodes[0].split;
+  int cf = 0, cl = nl - 1, cs = nodes[0].split;
   while (true) {
     const int g = cs;
     bool nodeL = g != cf, nodeR = g + 1 != cl;
     T dL = (T)0, dR = (T)0;
     int sL = 0, sR = 0;
     if (!nodeL) {
-      v.leaf(g);
+      visit_leaf(tab, g, v);
     } else {
       Node<T, D> nd = nodes[g];
       dL = box_dist2<T, D>(x, nd.lo, nd.hi);
       sL = nd.split;
     }
     if (!nodeR) {
-      v.leaf(g + 1);
+      visit_leaf(tab, g + 1, v);
     } else {
       Node<T, D> nd = nodes[g + 1];
       dR = box_dist2<T, D>(x, nd.lo, nd.hi);
@@ -103,8 +113,9 @@ struct KnnVisit {
 
 template <typename T, int D, int KMAX>
 __global__ void __launch_bounds__(256)
-k_query_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes, int n,
-            const T* __restrict__ X, int m, int k, T* __restrict__ kth2, T* scratch) {
+k_query_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
+            const u64* __restrict__ tab, int nl, const T* __restrict__ X, int m, int k,
+            T* __restrict__ kth2, T* scratch) {
   int i = thread_index();
   if (i >= m) return;
   T x[D];
@@ -118,7 +129,7 @@ k_query_knn(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes
     for (int j = 0; j < (KMAX > 0 ? KMAX : 1); ++j)
       v.kd[j] = (j < KMAX - k) ? (T)-1 : FT<T>::inf();
   }
-  query_walk<T, D>(P, nodes, n, x, v);
+  query_walk<T, D>(P, nodes, tab, nl, x, v);
   kth2[i] = v.kth();
 }
 
@@ -159,7 +170,8 @@ struct MrVisit {
 template <typename T, int D>
 __global__ void __launch_bounds__(256)
 k_query_mr(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
-           const int* __restrict__ orig, const T* __restrict__ core, int n,
+           const u64* __restrict__ tab, const int* __restrict__ orig,
+           const T* __restrict__ core, int nl,
            const T* __restrict__ X, const T* __restrict__ corex, int m,
            long long* __restrict__ nbr, T* __restrict__ best) {
   int i = thread_index();
@@ -170,7 +182,7 @@ k_query_mr(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   MrVisit<T, D> v;
   v.P = P; v.orig = orig; v.core = core; v.x = x; v.cx = corex[i];
   v.best = FT<T>::inf(); v.bj = -1;
-  query_walk<T, D>(P, nodes, n, x, v);
+  query_walk<T, D>(P, nodes, tab, nl, x, v);
   nbr[i] = orig[v.bj];
   best[i] = v.best;
 }

@@ -33,7 +33,8 @@ class QueryPhases:
         kmax = next((km for km in KNN_KMAX if k <= km), 0)
         scratch = xp.empty(m * k if not kmax else 1, X.dtype)
         cls._launch(X.dtype, d, "k_query_knn", m,
-                    (bvh.P, bvh.nodes, _i32(bvh.n), X, _i32(m), _i32(k), out, scratch), kmax)
+                    (bvh.P, bvh.nodes, bvh.tab, _i32(bvh.n_leaves), X, _i32(m), _i32(k), out,
+                     scratch), kmax)
         return out
 
     @classmethod
@@ -62,6 +63,7 @@ class QueryPhases:
         nbr = xp.empty(m, np.int64)
         best = xp.empty(m, X.dtype)
         cls._launch(X.dtype, d, "k_query_mr", m,
-                    (bvh.P, bvh.nodes, bvh.orig, xp.ascontiguousarray(core), _i32(bvh.n), X,
+                    (bvh.P, bvh.nodes, bvh.tab, bvh.orig, xp.ascontiguousarray(core),
+                     _i32(bvh.n_leaves), X,
                      xp.ascontiguousarray(corex), _i32(m), nbr, best))
         return nbr, best

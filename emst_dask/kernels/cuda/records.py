@@ -45,11 +45,15 @@ class CudaBVH:
     """The LBVH on the device (tree order; see ``boruvka.cu`` for the records).
 
     P : (n * pt_bytes,) uint8 point records (coordinates and component
-    label).  nodes : ((n-1) * node_bytes,) uint8 node records (box, children).
-    delta : (n-1,) uint8 common-prefix lengths of neighbouring codes
-    (construction only: ``init_boruvka`` drops it).  side : (ceil(n/32),)
-    uint32, bit i set when leaf i is its parent's left child (the label
-    walk's start).  orig : (n,) int32 input row of each position.  aux :
+    label).  A leaf of the tree holds one point or two (a node of two
+    points of the points' tree): ``n_leaves`` = L of them.  tab :
+    (ceil(L/32),) uint64, per 32 leaves the first point of the first (low
+    word) and a bit a leaf set when it holds two (high word).  nodes :
+    ((L-1) * node_bytes,) uint8 node records (box, split, label).  delta :
+    (L-1,) uint8 common-prefix lengths of the codes where neighbouring
+    leaves meet (construction only: ``init_boruvka`` drops it).  side :
+    (ceil(L/32),) uint32, bit l set when leaf l is its parent's left child
+    (the label walk's start).  orig : (n,) int32 input row of each position.  aux :
     (n,) int32 scratch (construction flags, then the Borůvka work lists).  period : (d,)
     float64 box lengths of a periodic box (scaled with the points; the
     kernels of the periodic modules run), or None.
@@ -67,6 +71,8 @@ class CudaBVH:
     pt_bytes: int
     node_bytes: int
     period: Any = None
+    tab: Any = None
+    n_leaves: int = 1
 
 
 @dataclass(eq=False)
