@@ -22,9 +22,10 @@ import logging
 import time
 from collections import deque
 
-from ..errors import WorkerLost
+from ..errors import WorkerLost, WorkersPaused
 from .client import no_workers_timeout, pick_worker, workers_of
 from .faults import NOT_LOST, workers_died
+from .paused import PauseWatch
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, gave_up, names=None):
     deaths = {}      # job -> workers that died running it
     allowed = allowed_failures()
     ac = as_completed(loop=cl.loop)
+    pause = PauseWatch([], "jobs")
     try:
         while pending or running:
             if not running:
@@ -103,6 +105,11 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, gave_up, names=None):
                     continue
                 orphaned(job, w, deaths[job])
                 pending.appendleft(job)
+            if running:  # every running job's worker paused for good: give up
+                pause.places = sorted({w for _, w in running.values()})
+                pause.what = "jobs " + ", ".join(
+                    repr(names(j) if names else str(j)) for j, _ in running.values())
+                pause.check(cl)
     except BaseException:
         for fut in running:
             fut.cancel()
@@ -139,7 +146,7 @@ class WorkerGone(Exception):
     """The worker a watched job was pinned to left the cluster."""
 
 
-def watch(cl, fut, worker, deadline=None):
+def watch(cl, fut, worker, deadline=None, name="job", out=None):
     """The result of ``fut``, whose tasks are pinned to ``worker``.
 
     Parameters
@@ -158,10 +165,14 @@ def watch(cl, fut, worker, deadline=None):
         cancelled).
     TimeoutError
         At ``deadline`` (``fut`` is left running; the caller cancels it).
+    WorkersPaused
+        ``worker`` sat paused at its memory limit (``paused``; ``fut`` is
+        cancelled).  ``name`` and ``out`` name the job and its output there.
     """
     from distributed import wait
     from distributed.utils import CancelledError
 
+    pause = PauseWatch([worker], f"job {name!r}", out)
     while True:
         step = WATCH_S
         if deadline is not None:
@@ -185,6 +196,11 @@ def watch(cl, fut, worker, deadline=None):
         if worker not in workers_of(cl):
             fut.cancel()
             raise WorkerGone(worker)
+        try:
+            pause.check(cl)
+        except WorkersPaused:
+            fut.cancel()
+            raise
 
 
 def run_watched(cl, spec, submit, deadline=None, out=None):
@@ -222,7 +238,7 @@ def run_watched(cl, spec, submit, deadline=None, out=None):
             continue
         fut = submit(worker)
         try:
-            return watch(cl, fut, worker, deadline)
+            return watch(cl, fut, worker, deadline, name, out)
         except WorkerGone:
             deaths += 1
             if deaths > allowed:

@@ -35,6 +35,7 @@ from ..io.resolve import visible_here
 from ..io.source import is_in_memory
 from .faults import in_user_terms, refusing, unwrap
 from .job import DeferredSource, JobSpec, Reporter, _reported, done, read
+from .paused import scatter
 from .worker import apply_settings
 
 
@@ -342,7 +343,7 @@ def _run_on(cl, prep, job, scattered, callback, timeout):
         kw = dict(pure=False, workers=[worker], allow_other_workers=False)
         blocks = _block_args(cl, prep, worker)
         extra = [] if scattered is None else \
-            [cl.scatter(scattered, workers=[worker], hash=False)]
+            [scatter(cl, scattered, [worker], f"job {spec.name!r}", hash=False)]
         staged = cl.submit(fof_read_task, spec, job, *blocks, key=spec.key("read"),
                            priority=0, **kw)
         return cl.submit(fof_task, spec, job, staged, *extra, key=spec.key("fof"),

@@ -42,6 +42,7 @@ from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
 from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
 from .nccl import EXCHANGE_KEY, ExchangeFailed
+from .paused import PauseWatch, scatter
 from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
                      unwrap_all, workers_died)
 from .partitioned_output import begin_writes, early_writes_wanted, gather_output, write_output
@@ -79,6 +80,7 @@ class DaskExecutor:
         self.token = token
         self.backend = backend
         self._n = 0
+        self._pause = PauseWatch(self.places, "partitioned job")
 
     def owner(self, box):
         """See ``Executor.owner``: worker ``box mod W`` of the worker list."""
@@ -137,6 +139,11 @@ class DaskExecutor:
                 raise
             if not set(workers_of(self.client)) & set(self.places):
                 raise WorkerGone(", ".join(self.places))
+            try:
+                self._pause.check(self.client)
+            except Exception:
+                self.client.cancel(handles)
+                raise
 
     def exchange(self, blocks, partitioning, frame, exponent, min_samples):
         """See ``Executor.exchange``: NCCL between the workers' GPUs
@@ -174,7 +181,8 @@ def read_blocks(client, src, workers: list, P: int, token: str) -> list:
         futs = []
         for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             w = workers[i % len(workers)]
-            data = client.scatter(np.asarray(src.data[a:b]), workers=[w], hash=False)
+            data = scatter(client, np.asarray(src.data[a:b]), [w], "partitioned job",
+                           hash=False)
             futs.append(client.submit(_task(steps.array_block), data, int(a), src.where,
                                       src.compute_dtype, key=f"emst-part-{token}-block-{i}",
                                       workers=[w], pure=False))

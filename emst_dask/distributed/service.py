@@ -43,6 +43,7 @@ from .faults import (Refused, in_user_terms, input_lost, input_lost_error, leave
                      lost_error, scheduler_lost, unwrap)
 from .job import (DeferredSource, JobSpec, cluster_task, read_task, run_inline, slug, tree_task,
                   write_task)
+from .paused import scatter
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,8 @@ def _block_args(client, prep: Prepared, worker):
     src = prep.data
     if isinstance(src, DaskPoints):
         return client.compute(src.delayed_blocks())
-    return [client.scatter(np.asarray(src.data), workers=[worker] if worker else None,
-                           hash=False)]
+    return [scatter(client, np.asarray(src.data), [worker] if worker else None,
+                    f"job {prep.spec.name!r}", prep.spec.output, hash=False)]
 
 
 def submit_chain(client, prep: Prepared, worker=None, pinned=False):
