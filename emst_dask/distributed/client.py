@@ -131,8 +131,9 @@ def client_for(client, *, inline_ok=False, backend="auto", n_workers=None):
             cl.close()
 
 
-def workers_of(client) -> list:
-    """Addresses of the cluster's workers, asked of the scheduler itself.
+def scheduler_workers(client) -> dict:
+    """{address: the scheduler's record of the worker} (its ``status``,
+    ``memory_limit``, ``metrics``), asked of the scheduler itself.
 
     ``Client.scheduler_info()`` returns a cache that the client's periodic
     refresh replaces with a worker-less summary, so under load it sometimes
@@ -142,7 +143,13 @@ def workers_of(client) -> list:
         info = client.sync(client.scheduler.identity, n_workers=-1)
     except Exception:  # older distributed
         info = client.scheduler_info()
-    return sorted(info.get("workers", {}))
+    return dict(info.get("workers", {}))
+
+
+def workers_of(client) -> list:
+    """Addresses of the cluster's workers, asked of the scheduler itself
+    (``scheduler_workers``)."""
+    return sorted(scheduler_workers(client))
 
 
 def _job_load(dask_scheduler=None):

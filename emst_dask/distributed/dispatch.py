@@ -23,7 +23,7 @@ import time
 from collections import deque
 
 from ..errors import WorkerLost, WorkersPaused
-from .client import no_workers_timeout, pick_worker, workers_of
+from .client import no_workers_timeout, pick_worker, scheduler_workers, workers_of
 from .faults import NOT_LOST, workers_died
 from .paused import PauseWatch
 
@@ -93,7 +93,8 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, gave_up, names=None):
                 job, _ = running.pop(fut)
                 if finish(job, fut):
                     pending.appendleft(job)
-            alive = set(workers_of(cl))
+            info = scheduler_workers(cl)
+            alive = set(info)
             for fut, (job, w) in list(running.items()):
                 if w in alive or fut.done():
                     continue
@@ -109,7 +110,7 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, gave_up, names=None):
                 pause.places = sorted({w for _, w in running.values()})
                 pause.what = "jobs " + ", ".join(
                     repr(names(j) if names else str(j)) for j, _ in running.values())
-                pause.check(cl)
+                pause.check(cl, info)
     except BaseException:
         for fut in running:
             fut.cancel()
@@ -193,11 +194,12 @@ def watch(cl, fut, worker, deadline=None, name="job", out=None):
                 if getattr(exc, "reason", "") in NOT_LOST or worker in workers_of(cl):
                     raise
                 raise WorkerGone(worker) from None
-        if worker not in workers_of(cl):
+        info = scheduler_workers(cl)
+        if worker not in info:
             fut.cancel()
             raise WorkerGone(worker)
         try:
-            pause.check(cl)
+            pause.check(cl, info)
         except WorkersPaused:
             fut.cancel()
             raise

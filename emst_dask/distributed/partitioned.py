@@ -123,7 +123,7 @@ class DaskExecutor:
         from distributed import wait
         from distributed.utils import CancelledError
 
-        from .client import workers_of
+        from .client import scheduler_workers
 
         while True:
             try:
@@ -137,10 +137,11 @@ class DaskExecutor:
                     if h.cancelled():
                         h.result()
                 raise
-            if not set(workers_of(self.client)) & set(self.places):
+            info = scheduler_workers(self.client)
+            if not set(info) & set(self.places):
                 raise WorkerGone(", ".join(self.places))
             try:
-                self._pause.check(self.client)
+                self._pause.check(self.client, info)
             except Exception:
                 self.client.cancel(handles)
                 raise

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from ..errors import WorkersPaused
+from .client import scheduler_workers
 
 #: dask.config key: seconds the job's workers may sit paused before it is given up
 PAUSED_KEY = "emst_dask.jobs.paused-timeout"
@@ -52,15 +53,17 @@ class PauseWatch:
         self.out = out
         self.since = None
 
-    def check(self, client) -> bool:
+    def check(self, client, info=None) -> bool:
         """Raise ``WorkersPaused`` once every one of the job's workers still
         in the cluster (every worker, for an empty ``places``) has been
         paused without a break for the timeout; else whether they all are
-        paused now."""
+        paused now.  ``info``: ``scheduler_workers(client)`` when the caller
+        has just asked for it."""
         limit = paused_timeout()
         if not limit:
             return False
-        info = client.scheduler_info(n_workers=-1).get("workers", {})
+        if info is None:
+            info = scheduler_workers(client)
         here = [w for w in (self.places or list(info)) if w in info]
         paused = [w for w in here if str(info[w].get("status", "")).lower() == "paused"]
         if not here or len(paused) < len(here):
