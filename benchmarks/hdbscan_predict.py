@@ -9,7 +9,8 @@ The model is fitted on a reference cloud (``emst_dask.datasets``, halos,
 another draw of the same cloud (seed 1).  Each tool runs in a fresh process,
 first on a small cloud untimed (numba compilation), then timed: the fit,
 ``approximate_predict`` and ``membership_vector`` of the new points, and
-``all_points_membership_vectors`` of the model (emst_dask: streamed block by
+``all_points_membership_vectors`` of the model (unless ``--no-all-points``;
+emst_dask: streamed block by
 block and discarded, so its (n, k) matrix need not fit, the rows done and
 the seconds so far printed each minute, so that a run cut short still
 gives a rate; hdbscan: only where
@@ -150,7 +151,11 @@ def child(a):
     matrix_gib = len(X) * k * 8 / 2**30
     out["all_points_matrix_gib"] = matrix_gib
     t0 = time.perf_counter()
-    if a.child == "emst_dask":
+    need = f"needs about {4 * matrix_gib:.1f} GiB (four (n, k) float64 matrices)"
+    if not a.all_points:
+        out["all_points_skipped"] = "left out (--no-all-points)" + (
+            "" if a.child == "emst_dask" else f"; hdbscan's {need}")
+    elif a.child == "emst_dask":
         from emst_dask.products.hdbscan.membership import iter_all_points_membership_vectors
 
         total, done, shown = 0.0, 0, t0
@@ -169,8 +174,7 @@ def child(a):
         api.all_points_membership_vectors(model)
         out["all_points_seconds"] = time.perf_counter() - t0
     else:
-        out["all_points_skipped"] = (f"needs about {4 * matrix_gib:.1f} GiB (four (n, k) "
-                                     f"float64 matrices), above --max-gib {a.max_gib}")
+        out["all_points_skipped"] = f"{need}, above --max-gib {a.max_gib}"
     out["peak_rss"] = peak_rss()
     if device:
         out["device_pool_peak_bytes"] = int(pool.total_bytes())
@@ -191,6 +195,8 @@ def main():
     p.add_argument("--max-gib", type=float, default=16.0)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--all-points", default=True, action=argparse.BooleanOptionalAction,
+                   help="also all_points_membership_vectors of the model (default)")
     p.add_argument("--machine", default=socket.gethostname())
     p.add_argument("--out", default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -212,6 +218,7 @@ def main():
         for opt in ("n", "new", "dataset", "dim", "min_cluster_size", "min_samples",
                     "backend", "hdbscan_membership_rows", "max_gib", "repeats"):
             cmd += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
+        cmd += ["--all-points" if a.all_points else "--no-all-points"]
         res, ok = run_child(tool, cmd, a.timeout)
         if not ok:
             rows.append(res)

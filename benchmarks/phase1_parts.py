@@ -7,11 +7,13 @@ face the engine, the strict edge order and the certificate.
 
 (The run recorded in ``results/phase1-parts-h200-250M.json`` also timed
 the certificate as it was before its later rounds were renumbered, from
-the previous commit's ``certificate.py``: the ``*_old_*`` entries.)
+the previous commit's ``certificate.py``: the ``*_old_*`` entries.  Since
+the certificate takes no order, it is timed whole and by parts: round 1's
+choices, its hook, the later rounds.)
 """
 import json, os, sys, time
 import numpy as np
-import cupy, cupyx
+import cupy
 sys.path.insert(0, os.getcwd())
 from emst_dask.kernels import get_kernels
 from emst_dask.engine import boruvka
@@ -61,18 +63,27 @@ res = boruvka(K, pts, 1)
 sync(); out["engine_s"] = time.perf_counter() - t
 s, tt, w2s = res.source, res.target, res.weight2
 del pts
+from emst_dask.partitioned.certificate import _first_choices, _hook, _scatter_min
 t = time.perf_counter()
 order = strict_edge_order(cupy, s, tt, w2s); sync(); out["order_sort_s"] = time.perf_counter() - t
-rank = cupy.empty(n - 1, cupy.int64); rank[order] = cupy.arange(n - 1, dtype=cupy.int64); del order
-w2f = w2s.astype(cupy.float64)
+del order
 safe = cupy.ldexp(face, res.exponent); safe2 = safe * safe; del safe, face
-sync(); out["order_total_s"] = time.perf_counter() - t
-print("engine", out["engine_s"], "order", out["order_sort_s"], out["order_total_s"], flush=True)
-for name, f in (("new", boruvka_certificate), ("new2", boruvka_certificate)):
+print("engine", out["engine_s"], "order (no longer in phase 1)", out["order_sort_s"], flush=True)
+smin = _scatter_min(cupy)
+for name in ("first", "second"):
     sync(); t = time.perf_counter()
-    c, l = f(cupy, s, tt, rank, w2f, safe2, n, cupyx.scatter_min)
+    c, l = boruvka_certificate(cupy, s, tt, w2s, safe2, n, smin)
     sync(); out[f"certificate_{name}_s"] = time.perf_counter() - t
     print(name, out[f"certificate_{name}_s"], int(c.sum()), flush=True)
     out["uncertified"] = int((~c).sum())
     del c, l
+# its round 1 by parts (float32 weights: the packed word), then the rest
+face_key = safe2.view(cupy.int64); wkey = w2s.astype(cupy.float64).view(cupy.int64)
+sync(); t = time.perf_counter()
+by_u, by_v = _first_choices(cupy, s, tt, w2s, wkey, face_key, n, smin)
+sync(); out["round1_choices_s"] = time.perf_counter() - t; t = time.perf_counter()
+c, l = _hook(cupy, s, tt, by_u, by_v, n, None)
+sync(); out["round1_hook_s"] = time.perf_counter() - t
+out["later_rounds_s"] = out["certificate_second_s"] - out["round1_choices_s"] - out["round1_hook_s"]
+print({k: v for k, v in out.items() if k.startswith(("round1", "later"))}, flush=True)
 json.dump(out, open(os.path.join(os.environ.get("OUT", "/tmp"), "prof.json"), "w"), indent=1)

@@ -11,10 +11,12 @@ Borůvka rounds of whole-array operations on the GPU.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
-from ..arrays import jump_to_roots
+from ..arrays import jump_to_roots, scatter_min
 from ..engine.order import packed_key, strict_edge_order
 
 
@@ -105,8 +107,8 @@ def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
 
     s, t : (m,) int64 local indices; w2 : (m,) float32 or float64 squared
     (scaled) weights, face2 : (n,) float64 squared safe face distances, both
-    >= 0; ``scatter_min(a, idx, v)`` is ``np.minimum.at``
-    (``cupyx.scatter_min``).  Returns ``certified`` (m,) bool and ``labels``
+    >= 0; ``scatter_min(a, idx, v)`` is ``_scatter_min(xp)``
+    (``minimum.at`` of numpy or CuPy).  Returns ``certified`` (m,) bool and ``labels``
     (n,) int64, the root of each point's component under the certified
     edges (a root labels itself).
     """
@@ -240,8 +242,6 @@ def _hook(xp, lu, lv, by_u, by_v, n, labels):
 
 
 def _scatter_min(xp):
-    if xp is np:
-        return np.minimum.at
-    import cupyx
-
-    return cupyx.scatter_min
+    """``scatter_min(a, idx, v)`` of ``xp`` for the int64 arrays here, every
+    value >= 0 (``arrays.scatter_min``: ``minimum.at`` over their bits)."""
+    return functools.partial(scatter_min, xp)
