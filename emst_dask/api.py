@@ -1,4 +1,4 @@
-"""Layer 4, the API: ``emst(points, ...)``.
+"""Layer 5, the API: ``emst(points, ...)``.
 
 In-memory points go to the engine's in-memory core in this process; a
 path, a zarr object, a dask array, a cluster or an output go to the Dask

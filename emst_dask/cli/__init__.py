@@ -1,4 +1,4 @@
-"""Layer 4, the ``emst-dask`` command (click).
+"""Layer 5, the ``emst-dask`` command (click).
 
     emst-dask generate NAME N --out FILE.npy|SNAPSHOT.zarr [--dim D] [--seed S]
     emst-dask run SOURCE [--out EDGES.npy|EDGES.zarr] [--scheduler ADDRESS | --scheduler-file FILE]

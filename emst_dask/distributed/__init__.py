@@ -1,4 +1,4 @@
-"""Layer 3, the Dask service: jobs on workers (``service``, ``job``),
+"""Layer 4, the Dask service: jobs on workers (``service``, ``job``),
 batches (``batch``), the partitioned driver (``partitioned``), clients and
 the embedded cluster (``client``, ``cluster``), worker set-up (``worker``)
 and failures in the user's terms (``faults``).  No algorithm lives here:

@@ -1,2 +1,2 @@
-"""Layer 5, the products: what people compute from a tree (today: its
+"""Layer 6, the products: what people compute from a tree (today: its
 picture, ``plotting``)."""
