@@ -1,7 +1,7 @@
 """Run the CUDA kernel set on the CPU: a development and CI aid, not a backend.
 
-The kernels of ``emst_dask/kernels/cuda/boruvka.cu`` are compiled as plain
-C++ (g++) against a tiny shim of the CUDA built-ins they use, and every
+The Borůvka kernels of ``emst_dask/kernels/cuda`` (``backend.source()``)
+are compiled as plain C++ (g++) against a tiny shim of the CUDA built-ins they use, and every
 launch runs its threads one after another.  The Python side is the real
 ``emst_dask.kernels.cuda.kernel_set`` with numpy as the array module, so the whole orchestration
 (phases, buffers, record layouts, the tie passes, the merge) is exercised

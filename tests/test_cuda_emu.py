@@ -1,6 +1,7 @@
 """The CUDA kernels' logic, without a GPU: the emulator (``cuda_emu``).
 
-``boruvka.cu`` compiled as C++ with sequential threads, driven by the real
+The Borůvka kernels (``lbvh.cuh``, ``construction.cu``, ``search.cu``,
+``core_distances.cu``) compiled as C++ with sequential threads, driven by the real
 ``cuda_set`` orchestration on numpy arrays.  This keeps the CUDA backend's
 algorithm (tree layout, label walk, certified candidates, tie passes, merge)
 under CI, where no GPU exists.  Races are the GPU tests' business

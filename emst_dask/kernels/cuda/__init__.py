@@ -1,2 +1,3 @@
-"""The CUDA backend: kernels in ``boruvka.cu`` (compiled by NVRTC at first
+"""The CUDA backend: kernels in ``lbvh.cuh``, ``construction.cu``,
+``search.cu`` and ``core_distances.cu`` (one program, compiled by NVRTC at first
 use), bound to the engine's phases by ``kernel_set.CudaKernels``."""

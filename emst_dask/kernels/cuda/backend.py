@@ -29,7 +29,8 @@ KNN_KMAX = (8, 16, 32)
 NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 
 _SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
-_SOURCE_FILES = ("boruvka.cu", "queries.cu")
+#: one program, in this order: the records and helpers, then each stage's kernels
+_SOURCE_FILES = ("lbvh.cuh", "construction.cu", "search.cu", "core_distances.cu", "queries.cu")
 
 
 #: the entry of a periodic module's functions that sets its box lengths

@@ -1,8 +1,9 @@
 """The CUDA kernel set: CuPy arrays, CUDA C++ kernels compiled by NVRTC.
 
-The kernels live in ``boruvka.cu`` (read that file's header for the data
-layout and the invariants).  They are templates over the float type and the
-dimension, compiled per (dtype, d, part) at first use and launched by
+The kernels live in ``construction.cu``, ``search.cu`` and
+``core_distances.cu`` after ``lbvh.cuh`` (read its header for the data
+layout and the invariants).  They are templates over the float type and
+the dimension, compiled per (dtype, d, part) at first use and launched by
 ``backend.CupyBackend``.
 
 The engine's phases map to launches as follows (n threads each, tree order):

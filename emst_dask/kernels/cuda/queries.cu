@@ -1,9 +1,9 @@
-// Queries of outside points against a fitted cloud's LBVH (boruvka.cu's
-// records and helpers; this file is compiled after it): the k-NN distance
+// Queries of outside points against a fitted cloud's LBVH (lbvh.cuh's
+// records and helpers; this file is compiled after the Boruvka kernels): the k-NN distance
 // of each query and its nearest point in mutual reachability, for
 // HDBSCAN*'s prediction (products/hdbscan/queries).
 //
-//  * Distances as boruvka.cu computes them (explicit rounding, coordinates
+//  * Distances as search.cu computes them (explicit rounding, coordinates
 //    summed in order), so the CPU's prediction, summing the same way,
 //    gets the same bits.  A box's distance never exceeds that of a point
 //    inside it (rounding is monotone), so pruning is exact.

@@ -42,7 +42,7 @@ def _ordered_to_float(u: np.ndarray, dtype) -> np.ndarray:
 
 @dataclass(eq=False)
 class CudaBVH:
-    """The LBVH on the device (tree order; see ``boruvka.cu`` for the records).
+    """The LBVH on the device (tree order; see ``lbvh.cuh`` for the records).
 
     P : (n * pt_bytes,) uint8 point records (coordinates and component
     label).  A leaf of the tree holds one point or two (a node of two
@@ -83,7 +83,7 @@ class CudaBoruvkaState:
     cl : per point, its certified nearest foreign point j as ``~j`` (< 0),
     else the bits of a lower bound on its distance to anything foreign
     (``CL_WORD``: int32 for float32, int64 for float64; a candidate's lower
-    bound is its weight, see ``boruvka.cu``).  best : uint64 packed (weight,
+    bound is its weight, see ``lbvh.cuh``).  best : uint64 packed (weight,
     position) keys per component, which also hold the finished edges for
     float32; key2 : the same for float64 ties (``best`` itself for float32).
     counter : int32 [edges so far, unfinished root searches]; count : int32
