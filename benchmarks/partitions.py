@@ -285,6 +285,10 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true",
                     help="write each run's statistical profile of the workers' threads "
                          "(Dask's) next to --out, as an indented call tree")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="the workers' sys.setswitchinterval in seconds (Python's default "
+                         "0.005): how long a thread waiting for the interpreter may wait "
+                         "while others run Python, as phase 2 beside the box writers")
     ap.add_argument("--log-phases", action="store_true",
                     help="print each phase of a partitioned job as it ends (long runs)")
     args = ap.parse_args(argv)
@@ -346,7 +350,7 @@ def main(argv=None):
                    workers=max(v[0] for v in n_workers_seen.values()),
                    cluster=next(iter(n_workers_seen.values()))[1], chunk_rows=args.chunk_rows,
                    generation_seconds=t_gen, chunked_variant=bool(args.chunked),
-                   device_pool=args.device_pool, rows=rows,
+                   device_pool=args.device_pool, switch_interval=args.switch_interval, rows=rows,
                    version=emst_dask.__version__)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
@@ -375,6 +379,8 @@ def main(argv=None):
             cl = emb.client
             n_workers = len(cl.scheduler_info(n_workers=-1)["workers"])
             n_workers_seen[W] = (n_workers, emb.kind)
+            if args.switch_interval is not None:
+                cl.run(sys.setswitchinterval, args.switch_interval)
             # warm-up: JIT / kernel compilation on every worker, not timed; the
             # same kinds of job as the timed ones (a snapshot, an edge store:
             # the write path has kernels of its own)
