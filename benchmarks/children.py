@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -18,12 +20,19 @@ def run_child(tool: str, cmd: list, timeout: float):
         printed; and whether the child succeeded.
     """
     t0 = time.perf_counter()
+    # a session of its own: a child cut short takes its own workers (joblib's,
+    # numba's) with it, which would otherwise keep the cores busy
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
+        out, err = p.communicate(timeout=timeout)
+        r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
         # a child that prints its row after each phase keeps the phases it finished
         print(f"{tool}: timed out", flush=True)
-        row = _last_json(exc.stdout) or {}
+        row = _last_json(out) or {}
         row.update(tool=tool, error=f"timed out after {timeout:.0f} s"
                    + (" (the figures here are of the phases it finished)" if row else ""))
         return row, False
