@@ -10,8 +10,6 @@ tests' part (``test_multipart_gpu.py``).
 """
 from __future__ import annotations
 
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -49,8 +47,6 @@ def device(monkeypatch):
     real = get_kernels
     for mod in (phase1, steps):
         monkeypatch.setattr(mod, "get_kernels", lambda b: K if b == "cuda" else real(b))
-    monkeypatch.setitem(sys.modules, "cupyx",
-                        types.SimpleNamespace(scatter_min=np.minimum.at))
     with installed(fake):
         yield K
 
