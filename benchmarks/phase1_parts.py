@@ -63,16 +63,15 @@ res = boruvka(K, pts, 1)
 sync(); out["engine_s"] = time.perf_counter() - t
 s, tt, w2s = res.source, res.target, res.weight2
 del pts
-from emst_dask.partitioned.certificate import _first_choices, _hook, _scatter_min
+from emst_dask.partitioned.certificate import _first_choices, _hook
 t = time.perf_counter()
 order = strict_edge_order(cupy, s, tt, w2s); sync(); out["order_sort_s"] = time.perf_counter() - t
 del order
 safe = cupy.ldexp(face, res.exponent); safe2 = safe * safe; del safe, face
 print("engine", out["engine_s"], "order (no longer in phase 1)", out["order_sort_s"], flush=True)
-smin = _scatter_min(cupy)
 for name in ("first", "second"):
     sync(); t = time.perf_counter()
-    c, l = boruvka_certificate(cupy, s, tt, w2s, safe2, n, smin)
+    c, l = boruvka_certificate(cupy, s, tt, w2s, safe2, n)
     sync(); out[f"certificate_{name}_s"] = time.perf_counter() - t
     print(name, out[f"certificate_{name}_s"], int(c.sum()), flush=True)
     out["uncertified"] = int((~c).sum())
@@ -80,7 +79,7 @@ for name in ("first", "second"):
 # its round 1 by parts (float32 weights: the packed word), then the rest
 face_key = safe2.view(cupy.int64); wkey = w2s.astype(cupy.float64).view(cupy.int64)
 sync(); t = time.perf_counter()
-by_u, by_v = _first_choices(cupy, s, tt, w2s, wkey, face_key, n, smin)
+by_u, by_v = _first_choices(cupy, s, tt, w2s, wkey, face_key, n)
 sync(); out["round1_choices_s"] = time.perf_counter() - t; t = time.perf_counter()
 c, l = _hook(cupy, s, tt, by_u, by_v, n, None)
 sync(); out["round1_hook_s"] = time.perf_counter() - t

@@ -11,8 +11,6 @@ Borůvka rounds of whole-array operations on the GPU.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import njit
 
@@ -79,7 +77,7 @@ def kruskal_certificate(order, a, b, w2, face2):
     return certified, labels
 
 
-def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
+def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     """The local certificate by Borůvka rounds over a box's MST edges, with
     whole-array operations (CuPy on the GPU: no sequential pass).
 
@@ -107,8 +105,8 @@ def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
 
     s, t : (m,) int64 local indices; w2 : (m,) float32 or float64 squared
     (scaled) weights, face2 : (n,) float64 squared safe face distances, both
-    >= 0; ``scatter_min(a, idx, v)`` is ``_scatter_min(xp)``
-    (``minimum.at`` of numpy or CuPy).  Returns ``certified`` (m,) bool and ``labels``
+    >= 0 (every scatter-min here is ``arrays.scatter_min``: ``minimum.at``
+    over the bits of int64 values >= 0).  Returns ``certified`` (m,) bool and ``labels``
     (n,) int64, the root of each point's component under the certified
     edges (a root labels itself).
     """
@@ -118,12 +116,11 @@ def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
         return xp.zeros(0, xp.bool_), xp.arange(n, dtype=xp.int64)
     # round 1: each point alone, its smallest face distance its own
     if w2.dtype == np.float32 and n <= 1 << 32:
-        by_u, by_v = _first_choices(xp, s, t, w2, wkey, face_key, n, scatter_min)
+        by_u, by_v = _first_choices(xp, s, t, w2, wkey, face_key, n)
         certified, labels = _hook(xp, s, t, by_u, by_v, n, None)
         del by_u, by_v
     else:
-        certified, labels = _round(xp, s, t, _ranks(xp, s, t, w2), wkey, face_key, n,
-                                   scatter_min)
+        certified, labels = _round(xp, s, t, _ranks(xp, s, t, w2), wkey, face_key, n)
     if certified is None:
         return xp.zeros(s.shape[0], xp.bool_), labels
     live = xp.flatnonzero(~certified)                    # phase 2's candidates
@@ -139,7 +136,7 @@ def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
     comp = xp.unique(xp.concatenate([lu, lv]))
     k = comp.shape[0]
     low = xp.full(n, xp.iinfo(xp.int64).max, xp.int64)
-    scatter_min(low, labels, face_key)                   # each component's minimum
+    scatter_min(xp, low, labels, face_key)               # each component's minimum
     low_c = low[comp]
     del low
     cu, cv = xp.searchsorted(comp, lu), xp.searchsorted(comp, lv)
@@ -147,8 +144,7 @@ def boruvka_certificate(xp, s, t, w2, face2, n, scatter_min, max_rounds=256):
     r, wk = _ranks(xp, s[live], t[live], w2[live]), wkey[live]
     labels_c = xp.arange(k, dtype=xp.int64)
     for _ in range(max_rounds - 1):
-        keep, labels_c = _round(xp, labels_c[cu], labels_c[cv], r, wk, low_c, k, scatter_min,
-                                labels_c)
+        keep, labels_c = _round(xp, labels_c[cu], labels_c[cv], r, wk, low_c, k, labels_c)
         if keep is None:
             break
         certified[live[keep]] = True
@@ -171,7 +167,7 @@ def _ranks(xp, s, t, w2):
     return rank
 
 
-def _first_choices(xp, s, t, w2, wkey, face_key, n, scatter_min):
+def _first_choices(xp, s, t, w2, wkey, face_key, n):
     """Round 1's kept edges by end, without an order of the edges: (by_u,
     by_v) (m,) bool, the edge is its end's (s's, t's) minimum incident edge
     in the strict order and lighter than that end's face distance.
@@ -183,21 +179,21 @@ def _first_choices(xp, s, t, w2, wkey, face_key, n, scatter_min):
     big = xp.iinfo(xp.int64).max
     key = packed_key(xp, w2, s, t).view(xp.int64)
     best = xp.full(n, big, xp.int64)
-    scatter_min(best, s, key)
-    scatter_min(best, t, key)
+    scatter_min(xp, best, s, key)
+    scatter_min(xp, best, t, key)
     on_u = best[s] == key
     on_v = best[t] == key
     del best, key
     hi = xp.maximum(s, t)
     top = xp.full(n, big, xp.int64)
-    scatter_min(top, s, xp.where(on_u, hi, big))
-    scatter_min(top, t, xp.where(on_v, hi, big))
+    scatter_min(xp, top, s, xp.where(on_u, hi, big))
+    scatter_min(xp, top, t, xp.where(on_v, hi, big))
     by_u = on_u & (top[s] == hi) & (wkey < face_key[s])
     by_v = on_v & (top[t] == hi) & (wkey < face_key[t])
     return by_u, by_v
 
 
-def _round(xp, lu, lv, r, wk, face_key, n, scatter_min, labels=None):
+def _round(xp, lu, lv, r, wk, face_key, n, labels=None):
     """One Borůvka round of the certificate over ``n`` components.
 
     lu, lv : (m,) int64 the edges' current components (roots, < n); r, wk :
@@ -209,13 +205,13 @@ def _round(xp, lu, lv, r, wk, face_key, n, scatter_min, labels=None):
     """
     big = xp.iinfo(xp.int64).max
     best = xp.full(n, big, xp.int64)
-    scatter_min(best, lu, r)
-    scatter_min(best, lv, r)
+    scatter_min(xp, best, lu, r)
+    scatter_min(xp, best, lv, r)
     if labels is None:
         low = face_key                                   # each point its own component
     else:
         low = xp.full(n, big, xp.int64)
-        scatter_min(low, labels, face_key)
+        scatter_min(xp, low, labels, face_key)
     by_u = (best[lu] == r) & (wk < low[lu])
     by_v = (best[lv] == r) & (wk < low[lv])
     del best, low
@@ -239,9 +235,3 @@ def _hook(xp, lu, lv, by_u, by_v, n, labels):
     del hu, hv
     parent = jump_to_roots(xp, parent)
     return keep, (parent if labels is None else parent[labels])
-
-
-def _scatter_min(xp):
-    """``scatter_min(a, idx, v)`` of ``xp`` for the int64 arrays here, every
-    value >= 0 (``arrays.scatter_min``: ``minimum.at`` over their bits)."""
-    return functools.partial(scatter_min, xp)

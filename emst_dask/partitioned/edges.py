@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from ..arrays import scatter_min
 from ..engine.order import strict_edge_order
 
 
@@ -148,8 +149,6 @@ def minimum_spanning_forest_xp(xp, edges: Edges, max_rounds: int = 128) -> Edges
     Edges
         The forest's edges, arrays of ``xp``, in input order.
     """
-    from .certificate import _scatter_min
-
     m = len(edges)
     if m == 0:
         return edges
@@ -165,7 +164,6 @@ def minimum_spanning_forest_xp(xp, edges: Edges, max_rounds: int = 128) -> Edges
         n = int(inv.max()) + 1
     a, b = inv[:m], inv[m:]
     del inv
-    scatter_min = _scatter_min(xp)
     big = np.iinfo(np.int64).max
     keep = xp.zeros(m, xp.bool_)
     label = xp.arange(n, dtype=xp.int64)   # each super-vertex's component
@@ -179,8 +177,8 @@ def minimum_spanning_forest_xp(xp, edges: Edges, max_rounds: int = 128) -> Edges
             return edges.take(keep)
         r = rank[live]
         best = xp.full(n, big, xp.int64)
-        scatter_min(best, lu, r)
-        scatter_min(best, lv, r)
+        scatter_min(xp, best, lu, r)
+        scatter_min(xp, best, lv, r)
         by_u, by_v = best[lu] == r, best[lv] == r  # the edge is lu's / lv's pick
         del best, r
         keep[live[by_u | by_v]] = True

@@ -20,7 +20,7 @@ from ..engine.order import strict_edge_order
 from ..engine.scaling import bit_range, rescale_exact
 from ..kernels import get_kernels
 from .boxes import certificate_distances
-from .certificate import _scatter_min, boruvka_certificate, kruskal_certificate
+from .certificate import boruvka_certificate, kruskal_certificate
 from .edges import Edges, take
 
 
@@ -131,8 +131,7 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
             certified, labels = xp.asarray(certified), xp.asarray(labels)
             s, t = xp.asarray(s), xp.asarray(t)
         else:  # no order of the box's edges: round 1 finds each point's minimum
-            certified, labels = boruvka_certificate(xp, s, t, w2s, safe2, m,
-                                                    _scatter_min(xp))
+            certified, labels = boruvka_certificate(xp, s, t, w2s, safe2, m)
         n_super = int(xp.count_nonzero(labels == xp.arange(m)))  # roots label themselves
     K.synchronize()
     t2 = time.perf_counter()
