@@ -4,6 +4,11 @@ a 125M-point block into two boxes, and on a 250M-point box with one shared
 face the engine, the strict edge order and the certificate.
 
     python benchmarks/phase1_parts.py      # writes $OUT/prof.json (or /tmp)
+    python benchmarks/phase1_parts.py --box 500000000 --only box
+
+``--box`` sets the box's points (its int64 arrays pass 2 GiB beyond 268M
+points, where CuPy compiles its 64-bit-index kernels: the engine and the
+certificate are timed twice, the first run's compiles apart).
 
 (The run recorded in ``results/phase1-parts-h200-250M.json`` also timed
 the certificate as it was before its later rounds were renumbered, from
@@ -11,7 +16,7 @@ the previous commit's ``certificate.py``: the ``*_old_*`` entries.  Since
 the certificate takes no order, it is timed whole and by parts: round 1's
 choices, its hook, the later rounds.)
 """
-import json, os, sys, time
+import argparse, json, os, sys, time
 import numpy as np
 import cupy
 sys.path.insert(0, os.getcwd())
@@ -23,17 +28,22 @@ from emst_dask.partitioned import exchange as ex_mod
 from emst_dask.partitioned.boxes import choose_partitioning
 from emst_dask.partitioned.steps import Block
 
+ap = argparse.ArgumentParser()
+ap.add_argument("--box", type=int, default=250_000_000)
+ap.add_argument("--only", default="ring,split,box")
+opts = ap.parse_args()
+parts = set(opts.only.split(","))
 xp = np
-out = {}
+out = {"box_points": opts.box}
 K = get_kernels("cuda")
 be = K._be
 def sync(): cupy.cuda.Device().synchronize()
 
 # 1. the ring
 rng = np.random.default_rng(0)
-a = rng.random((125_000_000, 3), dtype=np.float32)
-ref = cupy.asarray(a); sync()
-for lanes in (4, 1, 4):
+a = rng.random((125_000_000, 3), dtype=np.float32) if parts & {"ring", "split"} else None
+ref = cupy.asarray(a) if "ring" in parts else None; sync()
+for lanes in ((4, 1, 4) if "ring" in parts else ()):
     be.__dict__.pop("_ring", None); be.RING_LANES = lanes
     be.to_device(a[:1 << 24]); sync()
     ts = []
@@ -44,26 +54,36 @@ for lanes in (4, 1, 4):
     print("ring lanes", lanes, ts, flush=True)
 del ref
 # 2. the device split of a 125M block, P = 2
-part = choose_partitioning(a[::100], 2)
-blk = Block(0, a)
+if "split" in parts:
+    part = choose_partitioning(a[::100], 2)
+    blk = Block(0, a)
 ts = []
-for _ in range(3):
+for _ in range(3 if "split" in parts else 0):
     t = time.perf_counter(); pieces = ex_mod.split_block_xp(cupy, be.to_device, blk, part, "float32", 0); sync()
     ts.append(time.perf_counter() - t); del pieces
-out["dsplit_125M_s"] = ts; print("dsplit", ts, flush=True)
+if ts:
+    out["dsplit_125M_s"] = ts; print("dsplit", ts, flush=True)
 del a
 cupy.get_default_memory_pool().free_all_blocks()
-# 3. phase 1's certificate on a 250M box with one shared face
-n = 250_000_000
+# 3. phase 1's certificate on a box with one shared face
+if "box" not in parts:
+    json.dump(out, open(os.path.join(os.environ.get("OUT", "/tmp"), "prof.json"), "w"), indent=1)
+    sys.exit(0)
+n = opts.box
 pts = cupy.random.default_rng(1).random((n, 3), dtype=cupy.float32)
 pts[:, 0] *= 0.5
 face = (0.5 - pts[:, 0].astype(cupy.float64))
-sync(); t = time.perf_counter()
-res = boruvka(K, pts, 1)
-sync(); out["engine_s"] = time.perf_counter() - t
+for name in ("first", "second"):
+    sync(); t = time.perf_counter()
+    res = boruvka(K, pts, 1)
+    sync(); out[f"engine_{name}_s"] = time.perf_counter() - t
+    print("engine", name, out[f"engine_{name}_s"], flush=True)
+    if name == "first":
+        del res
+out["engine_s"] = out["engine_second_s"]
 s, tt, w2s = res.source, res.target, res.weight2
 del pts
-from emst_dask.partitioned.certificate import _first_choices, _hook
+from emst_dask.partitioned.certificate import _choices, _hook, _order_keys
 t = time.perf_counter()
 order = strict_edge_order(cupy, s, tt, w2s); sync(); out["order_sort_s"] = time.perf_counter() - t
 del order
@@ -79,7 +99,8 @@ for name in ("first", "second"):
 # its round 1 by parts (float32 weights: the packed word), then the rest
 face_key = safe2.view(cupy.int64); wkey = w2s.astype(cupy.float64).view(cupy.int64)
 sync(); t = time.perf_counter()
-by_u, by_v = _first_choices(cupy, s, tt, w2s, wkey, face_key, n)
+by_u, by_v = _choices(cupy, s, tt, _order_keys(cupy, s, tt, w2s, True, lazy=True), wkey,
+                      face_key, n)
 sync(); out["round1_choices_s"] = time.perf_counter() - t; t = time.perf_counter()
 c, l = _hook(cupy, s, tt, by_u, by_v, n, None)
 sync(); out["round1_hook_s"] = time.perf_counter() - t

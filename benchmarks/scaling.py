@@ -39,6 +39,8 @@ def run(n: int, runs: str, args, name: str) -> list:
         argv += ["--memory-limit", args.memory_limit]
     if args.log_phases:
         argv += ["--log-phases"]
+    if args.repeats > 1:
+        argv += ["--repeats", str(args.repeats)]
     try:
         partitions.main(argv)
     finally:  # the next part's snapshot and store need the disk
@@ -69,6 +71,8 @@ def main(argv=None):
     ap.add_argument("--dir", default=None)
     ap.add_argument("--machine", default="unknown")
     ap.add_argument("--log-phases", action="store_true")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="each job this many times, the last recorded (partitions.py)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     args.dir = args.dir or tempfile.mkdtemp(prefix="emst-scaling-")

@@ -327,6 +327,10 @@ def connect_super_vertices(ex: Executor, boxes: list, solved: list, infos: list,
                            name=f"forest{r}")
         count, longest2, nbytes = ex.gather([ex.submit(steps.forest_summary, forest)])[0]
         moved += nbytes
+        log.info("partitioned job (P=%d): phase 2 round %d, R %.6g: %.3g MB of shells and "
+                 "ghosts, a forest of %d edges over %d super-vertices, longest %.6g",
+                 P, r, radius, sum(sum(sz.values()) for sz in sizes) / 1e6, count, n_super,
+                 float(np.sqrt(longest2)))
         if count == n_super - 1 and longest2 <= radius2:
             break
         if r >= max_rounds:

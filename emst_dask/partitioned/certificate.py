@@ -92,16 +92,17 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     ``kruskal_certificate`` does; every edge it leaves is a phase-2
     candidate, so stopping early (``max_rounds``) costs no exactness.
 
-    Round 1 (every point its own component) runs over the whole box and
-    certifies nearly every edge away from the shared faces.  It needs no
-    order of the box's edges: each point's minimum incident edge is found
-    by a scatter-min of (weight bits, min) packed in a word, the rare ties
-    of that word then by max (float32 weights and fewer than 2**32 points;
-    otherwise by a rank from the strict order).  The later rounds rank only
-    the edges left, and run on the few components they touch, renumbered
-    ``0..k-1`` in the order of their roots (so every comparison of roots,
-    and so every hook, is the one the whole box would make); their roots
-    are mapped back to the points once at the end.
+    No round sorts the edges: with float32 weights and fewer than 2**32
+    points a component's minimum is a scatter-min of (weight bits, min)
+    packed in a word, the rare ties of that word then by max (``_choices``);
+    otherwise by a rank from the strict order (one sort).  Round 1 (every
+    point its own component) runs over the whole box and certifies nearly
+    every edge away from the shared faces; it leaves the edges that are
+    neither end's minimum, about a third.  The later rounds run on those and
+    on the components they touch, renumbered ``0..k-1`` in the order of
+    their roots by a prefix sum over the points (so every comparison of
+    roots, and so every hook, is the one the whole box would make); their
+    roots are mapped back to the points once at the end.
 
     s, t : (m,) int64 local indices; w2 : (m,) float32 or float64 squared
     (scaled) weights, face2 : (n,) float64 squared safe face distances, both
@@ -110,17 +111,16 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     (n,) int64, the root of each point's component under the certified
     edges (a root labels itself).
     """
-    face_key = face2.astype(xp.float64).view(xp.int64)  # order-preserving for >= 0
-    wkey = w2.astype(xp.float64).view(xp.int64)
+    face_key = face2.astype(xp.float64, copy=False).view(xp.int64)  # ordered as >= 0
+    wkey = w2.astype(xp.float64, copy=False).view(xp.int64)
     if s.shape[0] == 0:
         return xp.zeros(0, xp.bool_), xp.arange(n, dtype=xp.int64)
+    packed = w2.dtype == np.float32 and n <= 1 << 32
     # round 1: each point alone, its smallest face distance its own
-    if w2.dtype == np.float32 and n <= 1 << 32:
-        by_u, by_v = _first_choices(xp, s, t, w2, wkey, face_key, n)
-        certified, labels = _hook(xp, s, t, by_u, by_v, n, None)
-        del by_u, by_v
-    else:
-        certified, labels = _round(xp, s, t, _ranks(xp, s, t, w2), wkey, face_key, n)
+    by_u, by_v = _choices(xp, s, t, _order_keys(xp, s, t, w2, packed, lazy=True), wkey,
+                          face_key, n)
+    certified, labels = _hook(xp, s, t, by_u, by_v, n, None)
+    del by_u, by_v
     if certified is None:
         return xp.zeros(s.shape[0], xp.bool_), labels
     live = xp.flatnonzero(~certified)                    # phase 2's candidates
@@ -133,23 +133,30 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     if live.shape[0] == 0:
         return certified, labels
     # the components the remaining rounds can merge, renumbered in root order
-    comp = xp.unique(xp.concatenate([lu, lv]))
+    comp, cu, cv = _renumber(xp, lu, lv, n)
+    del lu, lv
     k = comp.shape[0]
     low = xp.full(n, xp.iinfo(xp.int64).max, xp.int64)
     scatter_min(xp, low, labels, face_key)               # each component's minimum
     low_c = low[comp]
     del low
-    cu, cv = xp.searchsorted(comp, lu), xp.searchsorted(comp, lv)
-    del lu, lv
-    r, wk = _ranks(xp, s[live], t[live], w2[live]), wkey[live]
+    keys = _order_keys(xp, s[live], t[live], w2[live], packed)
+    wk = wkey[live]
     labels_c = xp.arange(k, dtype=xp.int64)
     for _ in range(max_rounds - 1):
-        keep, labels_c = _round(xp, labels_c[cu], labels_c[cv], r, wk, low_c, k, labels_c)
+        ru, rv = labels_c[cu], labels_c[cv]
+        low = xp.full(k, xp.iinfo(xp.int64).max, xp.int64)
+        scatter_min(xp, low, labels_c, low_c)
+        by_u, by_v = _choices(xp, ru, rv, list(keys), wk, low, k)
+        del low
+        keep, labels_c = _hook(xp, ru, rv, by_u, by_v, k, labels_c)
+        del ru, rv, by_u, by_v
         if keep is None:
             break
         certified[live[keep]] = True
         still = (labels_c[cu] != labels_c[cv]) & ~keep
-        live, cu, cv, r, wk = live[still], cu[still], cv[still], r[still], wk[still]
+        live, cu, cv, wk = live[still], cu[still], cv[still], wk[still]
+        keys = [a[still] for a in keys]
         del still, keep
         if live.shape[0] == 0:
             break
@@ -157,6 +164,32 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     to_root = xp.arange(n, dtype=xp.int64)
     to_root[comp] = comp[labels_c]
     return certified, to_root[labels]
+
+
+def _renumber(xp, lu, lv, n):
+    """The roots in ``lu``/``lv`` ((m,) int64 < n) as ``0..k-1`` in their
+    order: (comp (k,) int64 the roots ascending, cu, cv (m,) int64 their
+    new numbers).  A flag per point and a prefix sum: no sort."""
+    flag = xp.zeros(n, xp.int32)
+    flag[lu] = 1
+    flag[lv] = 1
+    comp = xp.flatnonzero(flag)
+    ids = xp.cumsum(flag, dtype=xp.int64)
+    del flag
+    ids -= 1
+    return comp.astype(xp.int64, copy=False), ids[lu], ids[lv]
+
+
+def _order_keys(xp, s, t, w2, packed, lazy=False):
+    """The edges' place in the strict order (w2, min(s, t), max(s, t)) as
+    scatter-min keys, a list of (m,) int64: with ``packed`` (float32
+    weights, ids below 2**32) the word of (weight bits, min) and max, which
+    need no sort (``lazy``: max as a function, made when it is needed);
+    else the rank (one sort)."""
+    if packed:
+        return [packed_key(xp, w2, s, t).view(xp.int64),
+                (lambda: xp.maximum(s, t)) if lazy else xp.maximum(s, t)]
+    return [_ranks(xp, s, t, w2)]
 
 
 def _ranks(xp, s, t, w2):
@@ -167,55 +200,36 @@ def _ranks(xp, s, t, w2):
     return rank
 
 
-def _first_choices(xp, s, t, w2, wkey, face_key, n):
-    """Round 1's kept edges by end, without an order of the edges: (by_u,
-    by_v) (m,) bool, the edge is its end's (s's, t's) minimum incident edge
-    in the strict order and lighter than that end's face distance.
+def _choices(xp, lu, lv, keys, wk, low, n):
+    """One Borůvka round's kept edges by end: (by_u, by_v) (m,) bool, the
+    edge is its end's (``lu``'s, ``lv``'s) minimum incident edge in the
+    strict order and lighter than that end's face distance.
 
-    The minimum of (w2's float32 bits, min(s, t)) packed in one int64 (the
-    bits of a float >= 0 order as the float) is taken per end; the edges of
-    a point that tie with it in that word are told apart by max(s, t) (two
-    edges equal in weight, min and max are one edge)."""
+    lu, lv : (m,) int64 the edges' components (< n); keys : a list from
+    ``_order_keys``, emptied here (so that round 1's words are freed before
+    its ties are told apart: the box's peak); wk : (m,) int64 the squared
+    weights' float64 bits; low : (n,) int64 each component's smallest
+    squared face distance's bits.  With a rank, the minimum is one
+    scatter-min; with the packed word, the edges of a component that tie
+    with its minimum word are told apart by max(s, t) (two edges equal in
+    weight, min and max are one edge)."""
     big = xp.iinfo(xp.int64).max
-    key = packed_key(xp, w2, s, t).view(xp.int64)
+    first, hi = keys.pop(0), (keys.pop(0) if keys else None)
     best = xp.full(n, big, xp.int64)
-    scatter_min(xp, best, s, key)
-    scatter_min(xp, best, t, key)
-    on_u = best[s] == key
-    on_v = best[t] == key
-    del best, key
-    hi = xp.maximum(s, t)
-    top = xp.full(n, big, xp.int64)
-    scatter_min(xp, top, s, xp.where(on_u, hi, big))
-    scatter_min(xp, top, t, xp.where(on_v, hi, big))
-    by_u = on_u & (top[s] == hi) & (wkey < face_key[s])
-    by_v = on_v & (top[t] == hi) & (wkey < face_key[t])
-    return by_u, by_v
-
-
-def _round(xp, lu, lv, r, wk, face_key, n, labels=None):
-    """One Borůvka round of the certificate over ``n`` components.
-
-    lu, lv : (m,) int64 the edges' current components (roots, < n); r, wk :
-    (m,) int64 their strict-order ranks and weight keys; face_key : (n,)
-    int64 per component's point the squared face distance's bits (round 1:
-    per point; later: per renumbered component of round 1); labels : (n,)
-    int64 the current root of each, or None (each its own).  Returns (kept
-    (m,) bool, the new labels (n,)), or (None, labels) when nothing is kept.
-    """
-    big = xp.iinfo(xp.int64).max
-    best = xp.full(n, big, xp.int64)
-    scatter_min(xp, best, lu, r)
-    scatter_min(xp, best, lv, r)
-    if labels is None:
-        low = face_key                                   # each point its own component
-    else:
-        low = xp.full(n, big, xp.int64)
-        scatter_min(xp, low, labels, face_key)
-    by_u = (best[lu] == r) & (wk < low[lu])
-    by_v = (best[lv] == r) & (wk < low[lv])
-    del best, low
-    return _hook(xp, lu, lv, by_u, by_v, n, labels)
+    scatter_min(xp, best, lu, first)
+    scatter_min(xp, best, lv, first)
+    on_u = best[lu] == first
+    on_v = best[lv] == first
+    del best, first
+    if hi is not None:
+        hi = hi() if callable(hi) else hi
+        top = xp.full(n, big, xp.int64)
+        scatter_min(xp, top, lu, xp.where(on_u, hi, big))
+        scatter_min(xp, top, lv, xp.where(on_v, hi, big))
+        on_u &= top[lu] == hi
+        on_v &= top[lv] == hi
+        del top
+    return on_u & (wk < low[lu]), on_v & (wk < low[lv])
 
 
 def _hook(xp, lu, lv, by_u, by_v, n, labels):
