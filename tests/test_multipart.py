@@ -5,6 +5,8 @@ must equal the one-box edge set of the in-process CPU engine (itself held to
 brute force elsewhere); small clouds are also held to the brute-force
 oracle here.
 """
+import sys
+
 import numpy as np
 import pytest
 import zarr
@@ -344,3 +346,38 @@ def test_box_writes_begun_before_phase_2(client, tmp_path, early):
     assert waited == ([3] if early == "on" else [])
     assert not (tmp_path / "f.zarr").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["e.zarr"]    # no temporary left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_a_writer_beside_phase_2_lowers_only_its_own_threads():
+    """``lower_thread_priority`` (what a box writer beside phase 2 calls
+    once seceded) raises the calling thread's nice value, the threads it
+    then starts (its writer pool) inherit it, and the rest of the process
+    (phase 2's thread) keeps its own."""
+    import os
+    import threading
+
+    from emst_dask.distributed.partitioned_output import BESIDE_NICE, lower_thread_priority
+
+    def nice():
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    here = nice()
+    seen = {}
+
+    def writer():
+        before = nice()
+        seen["lowered"] = lower_thread_priority(BESIDE_NICE)
+        seen["writer"] = nice() - before
+        child = threading.Thread(target=lambda: seen.__setitem__("pool", nice() - before))
+        child.start()
+        child.join()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    t.join()
+    assert seen["lowered"]
+    want = min(19, here + BESIDE_NICE) - here
+    assert want > 0 or here == 19
+    assert seen["writer"] == want and seen["pool"] == want
+    assert nice() == here
