@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from ..arrays import scatter_min
+from ..arrays import jump_to_roots, scatter_min
 from ..engine.order import strict_edge_order
 
 
@@ -190,12 +190,7 @@ def minimum_spanning_forest_xp(xp, edges: Edges, max_rounds: int = 128) -> Edges
         parent[lu[hu]] = lv[hu]
         parent[lv[hv]] = lu[hv]
         del hu, hv, by_u, by_v, lu, lv
-        while True:
-            nxt = parent[parent]
-            if not bool((nxt != parent).any()):
-                break
-            parent = nxt
-        label = parent[label]
+        label = jump_to_roots(xp, parent)[label]  # on CuPy one kernel, not a sync a step
     raise RuntimeError(f"minimum spanning forest: edges left after {max_rounds} Borůvka "
                        "rounds; this is a bug, please report it")
 
