@@ -445,3 +445,21 @@ def test_an_edited_edge_store_is_refused_naming_it(tmp_path, pts, how):
     with pytest.raises(emst_dask.InputError) as err:
         emst_dask.read_edges(path)
     assert "e.zarr" in str(err.value), err.value
+
+
+def test_reader_threads_follow_the_cores_this_process_may_use(monkeypatch):
+    """``default_threads``: the cores of the process's affinity (a GPU
+    worker pinned near its GPU), at least 2 and at most 16; the machine's
+    count where there is no affinity."""
+    import os
+
+    from emst_dask.io.reading import default_threads
+
+    for allowed, want in [(1, 2), (4, 4), (12, 12), (64, 16)]:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, k=allowed: set(range(k)),
+                            raising=False)
+        monkeypatch.setattr(os, "cpu_count", lambda: 128)
+        assert default_threads() == want
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert default_threads() == 6

@@ -14,8 +14,14 @@ import numpy as np
 
 
 def default_threads() -> int:
-    """Reader threads: enough to keep a disk and a codec pipeline busy."""
-    return max(2, min(16, os.cpu_count() or 2))
+    """Reader (and writer) threads: enough to keep a disk and a codec
+    pipeline busy, at most the cores this process may run on (a GPU
+    worker is often pinned to the cores near its GPU), and 16."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity here (macOS, Windows)
+        cores = os.cpu_count() or 2
+    return max(2, min(16, cores))
 
 
 def read_host(src, threads: int, report=None, timings: dict | None = None):
