@@ -312,3 +312,64 @@ def test_a_lost_exchange_reruns_the_job_through_dask(monkeypatch):
     with pytest.raises(ExchangeFailed):
         driver.emst_partitioned(None, client=FakeClient(), partitions=2)
     assert calls == ["auto", "dask"]
+
+
+def _blocks_of_runs_apart(pts, chunk, holders):
+    """Blocks each joining one holder's chunks (``chunk`` rows each, chunk
+    i held by ``holders[i % len(holders)]``), as a persisted array's
+    chunks on the workers are read: runs apart, their ids interleaving."""
+    cuts = list(range(0, len(pts), chunk)) + [len(pts)]
+    blocks = []
+    for h in range(len(holders)):
+        mine = [i for i in range(len(cuts) - 1) if i % len(holders) == h]
+        starts = [cuts[i] for i in mine]
+        blocks.append(steps.array_blocks(starts, "x", pts.dtype,
+                                         *[pts[cuts[i]:cuts[i + 1]] for i in mine]))
+    return blocks
+
+
+@pytest.mark.parametrize("P,ranks", [(2, 2), (3, 2), (4, 3)])
+def test_blocks_of_runs_apart_give_the_same_boxes(P, ranks):
+    """A block of chunks that are not neighbours (``segments``): its rows'
+    global ids come from its runs, its pieces interleave with other
+    blocks', and the boxes -- assembled on the host or exchanged -- are
+    those of contiguous blocks (ids ascending, the same rows and bits); the
+    device split (a stand-in) gives the host split's pieces."""
+    pts = GENERATORS["halos"](20_000, 3, P)
+    part = choose_partitioning(pts, P)
+    blocks = _blocks_of_runs_apart(pts, 1_500, list(range(ranks)))
+    assert all(b.segments is not None for b in blocks)
+    for b in blocks:  # the global ids of the block's rows
+        want = np.concatenate([np.arange(a, a + m) for a, m in b.segments])
+        np.testing.assert_array_equal(b.global_ids(np, np.arange(len(b.points))), want)
+        np.testing.assert_array_equal(b.points, pts[want])
+    splits = [steps.split_block(b, part, pts.dtype.str, 0) for b in blocks]
+    for b, s in zip(blocks, splits):
+        dev = split_block_xp(StableNumpy(), np.asarray, b, part, pts.dtype.str, 0)
+        for k in range(P):
+            np.testing.assert_array_equal(dev[k].gids, s[k].gids)
+            np.testing.assert_array_equal(dev[k].points, s[k].points)
+    _, contiguous = split_cloud(pts, P, 4)
+    plan, exchanged = run_exchange(splits, part, list(range(len(blocks))),
+                                   [k % ranks for k in range(P)], ranks)
+    for k in range(P):
+        want = steps.assemble_box(k, part, *[s[k] for s in contiguous])
+        for got in (steps.assemble_box(k, part, *[s[k] for s in splits]), exchanged[k]):
+            np.testing.assert_array_equal(got.gids, want.gids)
+            np.testing.assert_array_equal(got.points.view(np.uint8), want.points.view(np.uint8))
+            np.testing.assert_array_equal(got.face.view(np.uint8), want.face.view(np.uint8))
+
+
+def test_a_block_of_neighbouring_chunks_has_no_runs_and_names_bad_rows():
+    """Neighbouring chunks join into a plain block; a NaN in a block of runs
+    apart is named by its global row."""
+    from emst_dask import InputError
+
+    pts = GENERATORS["halos"](3_000, 3, 1)
+    b = steps.array_blocks([0, 1000, 2000], "x", pts.dtype, pts[:1000], pts[1000:2000],
+                           pts[2000:])
+    assert b.segments is None and b.start == 0
+    bad = pts.copy()
+    bad[2345, 1] = np.nan
+    with pytest.raises(InputError, match="2345"):
+        steps.array_blocks([0, 2000], "x", pts.dtype, bad[:1000], bad[2000:])

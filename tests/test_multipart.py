@@ -227,6 +227,40 @@ def test_persisted_chunks_read_as_one_block_a_run(client):
     assert held_runs(client, [], chunks, 3000) is None
 
 
+def test_persisted_device_chunks_read_as_one_block_a_worker(client, monkeypatch):
+    """Chunks on the devices (stood in for by host chunks here): each
+    worker's chunks join into blocks though other workers' chunks lie
+    between them (``held_groups``: every chunk once, held where it is
+    read, at most the rows asked unless one chunk is larger), the boxes
+    come out ordered by id, the tree is the one-box tree, and a NaN is
+    named by its global row."""
+    import dask.array as da
+
+    from emst_dask.distributed import partitioned as dp
+    from emst_dask.io.source import irregular_chunks
+
+    pts = GENERATORS["halos"](12_000, 3, 5)
+    x = client.persist(da.from_array(pts, chunks=(250, 3)))
+    futs = dp.persisted_chunks(client, x)
+    chunks = irregular_chunks(x.chunks[0])
+    groups = dp.held_groups(client, futs, chunks, 3000)
+    assert sorted(i for idx, _ in groups for i in idx) == list(range(len(chunks)))
+    where = client.who_has(futs)
+    for idx, w in groups:
+        assert idx == sorted(idx) and all(w in where[futs[i].key] for i in idx)
+        assert sum(chunks[i][1] - chunks[i][0] for i in idx) <= 3000
+    assert len(groups) < len(dp.held_runs(client, futs, chunks, 3000))  # runs apart joined
+    del futs
+    monkeypatch.setattr(dp, "chunks_on_device", lambda arr: True)
+    tree = emst(x, client=client, partitions=3)
+    same_as_single(tree, pts)
+    bad = pts.copy()
+    bad[7777, 2] = np.nan
+    xb = client.persist(da.from_array(bad, chunks=(250, 3)))
+    with pytest.raises(InputError, match="first bad row is 7777"):
+        emst(xb, client=client, partitions=3)
+
+
 def test_nan_in_a_chunk_is_named_before_any_work(client, tmp_path):
     pts = np.random.default_rng(0).random((3000, 3)).astype(np.float32)
     pts[2345, 1] = np.nan

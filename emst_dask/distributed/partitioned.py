@@ -28,6 +28,7 @@ import uuid
 import dask.config
 import numpy as np
 
+from ..arrays import is_device_array
 from ..engine.scaling import float32_holds
 from ..errors import InputError
 from ..io import resolve_output, resolve_source
@@ -190,12 +191,23 @@ def read_blocks(client, src, workers: list, P: int, token: str) -> list:
         return futs
     if isinstance(src, DaskPoints):
         held = persisted_chunks(client, src.array)
-        runs = None if held is None else held_runs(client, held, src.chunks, max(1, src.n // nb))
-        if runs is not None:  # persisted: each worker's neighbouring chunks as one block
-            return [client.submit(_task(steps.array_blocks), int(src.chunks[i][0]), src.where,
-                                  src.compute_dtype, *held[i:j],
+        rows = max(1, src.n // nb)
+        if held is None:
+            groups = None
+        elif chunks_on_device(src.array):
+            # a worker's chunks as one block though others lie between them:
+            # the assembled boxes then take one sort by id on the device,
+            # where a task a chunk (Dask spreads neighbouring chunks over the
+            # workers) cost seconds of scheduling at a hundred chunks
+            groups = held_groups(client, held, src.chunks, rows)
+        else:  # host chunks: each worker's runs of neighbours (no sort on the host)
+            runs = held_runs(client, held, src.chunks, rows)
+            groups = None if runs is None else [(list(range(i, j)), w) for i, j, w in runs]
+        if groups is not None:
+            return [client.submit(_task(steps.array_blocks), [int(src.chunks[i][0]) for i in idx],
+                                  src.where, src.compute_dtype, *[held[i] for i in idx],
                                   key=f"emst-part-{token}-read-{k}", workers=[w], pure=False)
-                    for k, (i, j, w) in enumerate(runs)]
+                    for k, (idx, w) in enumerate(groups)]
         delayed = client.compute(src.delayed_blocks())
         return [client.submit(_task(steps.array_block), blk, a, src.where, src.compute_dtype,
                               key=f"emst-part-{token}-read-{i}", pure=False)
@@ -243,6 +255,38 @@ def held_runs(client, futures, chunks, rows: int):
             runs.append((first, i, holders[first]))
             first = i
     return runs
+
+
+def held_groups(client, futures, chunks, rows: int):
+    """Each worker's held chunks in row order, cut into groups of at most
+    ``rows`` rows unless one chunk is larger: [(chunk indices, worker)],
+    the groups ordered by their first chunk; None unless the scheduler has
+    every chunk in memory already (as ``held_runs``, without asking the
+    chunks of a group to be neighbours)."""
+    if not futures:
+        return None
+    where = client.who_has(futures)
+    holders = [min(where.get(f.key) or [None]) for f in futures]
+    if None in holders:
+        return None
+    groups = []
+    for w in sorted(set(holders)):
+        group, size = [], 0
+        for i in (i for i, h in enumerate(holders) if h == w):
+            m = chunks[i][1] - chunks[i][0]
+            if group and size + m > rows:
+                groups.append((group, w))
+                group, size = [], 0
+            group.append(i)
+            size += m
+        if group:
+            groups.append((group, w))
+    return sorted(groups, key=lambda g: g[0][0])
+
+
+def chunks_on_device(arr) -> bool:
+    """Whether a dask array's chunks are device (CuPy) arrays, by its meta."""
+    return is_device_array(getattr(arr, "_meta", None))
 
 
 def worker_memory(client, backend) -> dict:

@@ -102,8 +102,9 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
     """{box: Box} of rank ``r`` from ``received`` ({src rank: (points,
     gids)} laid out as ``pack`` lays them, ``r``'s own part included), on
     ``xp``'s device: each box's pieces in block order, so its global ids
-    ascend, as ``steps.assemble_box`` orders them."""
-    from .steps import Box
+    ascend, as ``steps.assemble_box`` orders them (blocks whose runs lie
+    apart interleave: then one sort by id)."""
+    from .steps import Box, ascending_ids
 
     mine = plan.boxes_of(r)
     slices = {k: [] for k in mine}  # box -> [(block, src, start, stop)]
@@ -121,6 +122,7 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
         if parts:
             pts = xp.concatenate([received[q][0][a:b] for _, q, a, b in parts])
             ids = xp.concatenate([received[q][1][a:b] for _, q, a, b in parts])
+            pts, ids = ascending_ids(xp, pts, ids)   # blocks of runs apart interleave
         else:
             pts, ids = xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)
         boxes[k] = Box(k, pts, ids, face_distances_xp(xp, partitioning, k, pts),
@@ -235,7 +237,7 @@ def split_block_xp(xp, to_device, block, partitioning: Partitioning, frame: str,
     counts = to_host(xp.bincount(box, minlength=P))
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     grouped = x[order]
-    gids = order.astype(xp.int64) + np.int64(block.start)
+    gids = block.global_ids(xp, order)
     return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
             for k in range(P)}
 

@@ -31,10 +31,26 @@ from .phase1 import BoxResult, run_engine, run_engine_device, solve_box
 
 @dataclass
 class Block:
-    """Rows [start, start + len) of the cloud in its compute dtype."""
+    """Rows of the cloud in its compute dtype: [start, start + len), or,
+    with ``segments``, the runs ((global start, rows), ...) one after the
+    other, ascending and apart (a worker's persisted chunks joined where
+    they are, though the chunks between them are held elsewhere)."""
 
     start: int
     points: np.ndarray
+    segments: tuple | None = None
+
+    def global_ids(self, xp, local):
+        """(m,) int64 global ids of the block's rows ``local`` ((m,) int64
+        of ``xp``)."""
+        local = local.astype(xp.int64, copy=False)
+        if self.segments is None:
+            return local + np.int64(self.start)
+        starts = np.array([g for g, _ in self.segments], np.int64)
+        firsts = np.concatenate([[0], np.cumsum([r for _, r in self.segments])[:-1]])
+        shift = xp.asarray(starts - firsts.astype(np.int64))   # global id - local row, a run
+        run = xp.searchsorted(xp.asarray(firsts.astype(np.int64)), local, side="right") - 1
+        return local + shift[run]
 
 
 @dataclass
@@ -118,16 +134,24 @@ def array_block(data, start: int, where: str, dtype) -> Block:
     return Block(start, pts)
 
 
-def array_blocks(start: int, where: str, dtype, *parts) -> Block:
-    """``array_block`` of neighbouring in-memory blocks (rows ``start`` on,
-    in order) joined where they are: on their device for CuPy blocks."""
+def array_blocks(starts, where: str, dtype, *parts) -> Block:
+    """``array_block`` of in-memory blocks in row order (``starts``: the
+    global row of each), each checked with its own rows' names, joined
+    where they are (on their device for CuPy blocks): one block, with
+    ``segments`` when they are not neighbours."""
+    starts = [int(a) for a in np.atleast_1d(starts)]
     if len(parts) == 1:
-        return array_block(parts[0], start, where, dtype)
-    xp = array_module(parts[0])
-    if xp is not np and any(not is_device_array(p) for p in parts):
-        parts, xp = [to_host(p) for p in parts], np
-    joined = xp.concatenate([xp.asarray(p) for p in parts])
-    return array_block(joined, start, where, dtype)
+        return array_block(parts[0], starts[0], where, dtype)
+    blocks = [array_block(p, a, where, dtype) for p, a in zip(parts, starts)]
+    xp = array_module(blocks[0].points)
+    if xp is not np and any(not is_device_array(b.points) for b in blocks):
+        for b in blocks:
+            b.points = to_host(b.points)
+        xp = np
+    joined = xp.concatenate([b.points for b in blocks])
+    rows = [int(b.points.shape[0]) for b in blocks]
+    apart = any(a + m != nxt for a, m, nxt in zip(starts, rows, starts[1:]))
+    return Block(starts[0], joined, tuple(zip(starts, rows)) if apart else None)
 
 
 def summarize(block: Block, n_total: int, sample_size: int, seed: int,
@@ -139,8 +163,12 @@ def summarize(block: Block, n_total: int, sample_size: int, seed: int,
 
     x = block.points
     on_device = is_device_array(x)
-    check_in_box(to_host(x) if on_device and period is not None else x, period,
-                 row_offset=block.start)
+    if period is not None:
+        host = to_host(x) if on_device else x
+        at = 0
+        for a, m in block.segments or ((block.start, x.shape[0]),):
+            check_in_box(host[at:at + m], period, row_offset=a)
+            at += m
     m = x.shape[0]
     rng = np.random.default_rng([seed, block.start])
     k = min(m, int(round(sample_size * m / max(n_total, 1))))
@@ -196,7 +224,11 @@ def split_block(block: Block, partitioning: Partitioning, frame: str, exponent: 
     if exponent:
         points = np.ldexp(points, exponent).astype(frame, copy=False)
     box = assign_boxes(partitioning, points)
-    grouped, gids, starts = group_by_box(points, box, partitioning.n_boxes, block.start)
+    if block.segments is None:
+        grouped, gids, starts = group_by_box(points, box, partitioning.n_boxes, block.start)
+    else:
+        grouped, rows, starts = group_by_box(points, box, partitioning.n_boxes, 0)
+        gids = block.global_ids(np, rows)
     return {k: Piece(grouped[starts[k]:starts[k + 1]], gids[starts[k]:starts[k + 1]])
             for k in range(partitioning.n_boxes)}
 
@@ -205,16 +237,28 @@ def assemble_box(k: int, partitioning: Partitioning, *pieces) -> Box:
     """Box k from its pieces (one per block), global ids ascending."""
     d = partitioning.lo.shape[1]
     dtype = pieces[0].points.dtype if pieces else np.float64
-    # every piece is ascending and pieces cover disjoint row ranges: ordering
-    # the pieces by their first id orders the box
+    # every piece is ascending and pieces of contiguous blocks cover disjoint
+    # row ranges: ordering the pieces by their first id orders the box (a
+    # block of runs apart interleaves with others: then one sort)
     pieces = sorted((p for p in pieces if len(p.gids)), key=lambda p: int(p.gids[0]))
     if pieces:
         points = concat_rows([p.points for p in pieces])
         gids = concat_rows([p.gids for p in pieces])
+        points, gids = ascending_ids(np, points, gids)
     else:
         points, gids = np.zeros((0, d), dtype), np.zeros(0, np.int64)
     return Box(k, points, gids, face_distances(partitioning, k, points),
                period=partitioning.period)
+
+
+def ascending_ids(xp, points, gids):
+    """``points`` and ``gids`` ((m, d), (m,) int64 of ``xp``, distinct ids)
+    ordered by id: as they are when the ids ascend already (one pass),
+    else by one sort (pieces of blocks whose runs interleave)."""
+    if gids.shape[0] < 2 or not bool((gids[1:] < gids[:-1]).any()):
+        return points, gids
+    order = xp.argsort(gids)  # distinct ids: stability moot
+    return points[order], gids[order]
 
 
 def piece_sizes(pieces: dict) -> dict:
