@@ -122,7 +122,9 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
         if parts:
             pts = xp.concatenate([received[q][0][a:b] for _, q, a, b in parts])
             ids = xp.concatenate([received[q][1][a:b] for _, q, a, b in parts])
-            pts, ids = ascending_ids(xp, pts, ids)   # blocks of runs apart interleave
+            ends = [(int(received[q][1][a]), int(received[q][1][b - 1]))
+                    for _, q, a, b in parts]
+            pts, ids = ascending_ids(xp, pts, ids, ends)  # blocks of runs apart interleave
         else:
             pts, ids = xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)
         boxes[k] = Box(k, pts, ids, face_distances_xp(xp, partitioning, k, pts),

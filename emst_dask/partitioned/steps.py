@@ -244,18 +244,21 @@ def assemble_box(k: int, partitioning: Partitioning, *pieces) -> Box:
     if pieces:
         points = concat_rows([p.points for p in pieces])
         gids = concat_rows([p.gids for p in pieces])
-        points, gids = ascending_ids(np, points, gids)
+        points, gids = ascending_ids(np, points, gids,
+                                     [(int(p.gids[0]), int(p.gids[-1])) for p in pieces])
     else:
         points, gids = np.zeros((0, d), dtype), np.zeros(0, np.int64)
     return Box(k, points, gids, face_distances(partitioning, k, points),
                period=partitioning.period)
 
 
-def ascending_ids(xp, points, gids):
-    """``points`` and ``gids`` ((m, d), (m,) int64 of ``xp``, distinct ids)
-    ordered by id: as they are when the ids ascend already (one pass),
-    else by one sort (pieces of blocks whose runs interleave)."""
-    if gids.shape[0] < 2 or not bool((gids[1:] < gids[:-1]).any()):
+def ascending_ids(xp, points, gids, ends):
+    """``points`` and ``gids`` ((m, d), (m,) int64 of ``xp``, distinct ids),
+    the concatenation of pieces each ascending, ordered by id: as they are
+    when each piece's last id is below the next one's first (``ends``:
+    [(first id, last id)] of the pieces in order), else by one sort
+    (pieces of blocks whose runs interleave)."""
+    if all(last < first for (_, last), (first, _) in zip(ends, ends[1:])):
         return points, gids
     order = xp.argsort(gids)  # distinct ids: stability moot
     return points[order], gids[order]
