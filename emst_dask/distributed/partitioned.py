@@ -242,11 +242,8 @@ def held_runs(client, futures, chunks, rows: int):
     already (a persisted array: a task a chunk costs more than the chunk's
     own work when the chunks are small, and the chunks are where they are).
     """
-    if not futures:
-        return None
-    where = client.who_has(futures)
-    holders = [min(where.get(f.key) or [None]) for f in futures]
-    if None in holders:
+    holders = _holders(client, futures)
+    if holders is None:
         return None
     runs, first = [], 0
     for i in range(1, len(futures) + 1):
@@ -263,11 +260,8 @@ def held_groups(client, futures, chunks, rows: int):
     the groups ordered by their first chunk; None unless the scheduler has
     every chunk in memory already (as ``held_runs``, without asking the
     chunks of a group to be neighbours)."""
-    if not futures:
-        return None
-    where = client.who_has(futures)
-    holders = [min(where.get(f.key) or [None]) for f in futures]
-    if None in holders:
+    holders = _holders(client, futures)
+    if holders is None:
         return None
     groups = []
     for w in sorted(set(holders)):
@@ -282,6 +276,16 @@ def held_groups(client, futures, chunks, rows: int):
         if group:
             groups.append((group, w))
     return sorted(groups, key=lambda g: g[0][0])
+
+
+def _holders(client, futures):
+    """The worker holding each future (the first by address where several
+    do), or None when there are none or one is not in memory."""
+    if not futures:
+        return None
+    where = client.who_has(futures)
+    holders = [min(where.get(f.key) or [None]) for f in futures]
+    return None if None in holders else holders
 
 
 def chunks_on_device(arr) -> bool:
