@@ -46,11 +46,10 @@ class Block:
         local = local.astype(xp.int64, copy=False)
         if self.segments is None:
             return local + np.int64(self.start)
-        starts = np.array([g for g, _ in self.segments], np.int64)
-        firsts = np.concatenate([[0], np.cumsum([r for _, r in self.segments])[:-1]])
-        shift = xp.asarray(starts - firsts.astype(np.int64))   # global id - local row, a run
-        run = xp.searchsorted(xp.asarray(firsts.astype(np.int64)), local, side="right") - 1
-        return local + shift[run]
+        starts, rows = (np.array(a, np.int64) for a in zip(*self.segments))
+        firsts = np.cumsum(rows) - rows                      # each run's first local row
+        run = xp.searchsorted(xp.asarray(firsts), local, side="right") - 1
+        return local + xp.asarray(starts - firsts)[run]      # global id - local row, a run
 
 
 @dataclass
