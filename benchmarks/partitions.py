@@ -417,8 +417,7 @@ def main(argv=None):
                 if mode != "single":
                     kw["partitions"] = mode
                 if store:
-                    shutil.rmtree(store, ignore_errors=True)
-                    kw.update(out=store)
+                    kw.update(out=store)  # removed before each repeat, below
                 from distributed import get_task_stream
 
                 earlier = []  # the seconds of the repeats before the recorded one
