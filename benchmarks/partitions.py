@@ -199,14 +199,28 @@ def profile_tree(prof, min_share=0.01, depth=40) -> list:
 
 
 def _worker_memory():
-    """This worker's peak RSS (bytes) and its CuPy pool's held bytes."""
+    """This worker's peak and current RSS (bytes), the bytes Dask holds in
+    its memory and on its disk (spilled), and its CuPy pools' held bytes
+    (device, and pinned host memory, which the OS cannot reclaim)."""
     import resource
 
-    out = dict(peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    import psutil
+    from distributed import get_worker
+
+    out = dict(peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+               rss=psutil.Process().memory_info().rss)
+    try:
+        data = get_worker().data  # a SpillBuffer unless spilling is off
+        if hasattr(data, "fast"):
+            out["dask_memory_bytes"] = int(data.fast.total_weight)
+            out["dask_spilled_bytes"] = int(data.spilled_total.disk)
+    except Exception:
+        pass
     try:
         import cupy
 
         out["device_pool_bytes"] = int(cupy.get_default_memory_pool().total_bytes())
+        out["pinned_pool_bytes"] = int(cupy.get_default_pinned_memory_pool().total_bytes())
     except Exception:
         pass
     return out
@@ -421,6 +435,7 @@ def main(argv=None):
                 from distributed import get_task_stream
 
                 earlier = []  # the seconds of the repeats before the recorded one
+                between = []  # the workers' memory after each of those
                 for rep_i in range(args.repeats):
                     if store:
                         shutil.rmtree(store, ignore_errors=True)
@@ -433,9 +448,13 @@ def main(argv=None):
                         wall1 = time.time()
                     if rep_i < args.repeats - 1:
                         earlier.append(secs)
-                        print(f"W={n_workers} {mode}: repeat {rep_i + 1} of {args.repeats}: "
-                              f"{secs:.2f} s (not checked)", flush=True)
                         del res, source
+                        # what the workers still hold once a job is over (the
+                        # next one needs the room: Dask spills past 70%)
+                        between.append(cl.run(_worker_memory))
+                        print(f"W={n_workers} {mode}: repeat {rep_i + 1} of {args.repeats}: "
+                              f"{secs:.2f} s (not checked); workers after it: {between[-1]}",
+                              flush=True)
                 if args.profile and args.out:
                     tree_lines = profile_tree(cl.profile(start=wall0, stop=wall1))
                     name = f"{os.path.splitext(args.out)[0]}.profile-W{w}-{mode}-{how or 'auto'}.txt"
@@ -461,6 +480,7 @@ def main(argv=None):
                 row.update(check)
                 row["tasks"] = tasks
                 row["worker_memory"] = memory  # peak RSS: process lifetime so far
+                row["worker_memory_after_earlier"] = between
                 if rep is None:
                     row["timings"] = tree.timings if not store else res.attrs.get("timings")
                 else:

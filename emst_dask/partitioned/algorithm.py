@@ -144,7 +144,8 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
     Parameters
     ----------
     ex : Executor
-    blocks : list of handles of ``steps.Block`` (rows in the compute dtype)
+    blocks : list of handles of ``steps.Block`` (rows in the compute dtype),
+        emptied once they are split (``shuffle``)
     n, d : int
     dtype : float32 or float64
     P : int
@@ -174,7 +175,6 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         partitioning, frame, exponent = split_into_boxes(ex, blocks, n, P, seed, period, dtype)
     with phase(report, "shuffle"):
         boxes = shuffle(ex, blocks, partitioning, frame, exponent, report, min_samples)
-    del blocks  # their rows live on in the boxes (a lost box is recomputed)
     cores = None
     if min_samples > 1:
         with phase(report, "core_distances"):
@@ -226,10 +226,18 @@ def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, expon
     """Every block taken to the frame (``frame`` dtype, times
     ``2**exponent``) and split by box; each box assembled on its place
     (by one exchange between the places' devices where the executor has
-    one, else piece by piece)."""
+    one, else piece by piece).
+
+    ``blocks`` (the caller's list) is emptied once every block is split:
+    their rows live on in the pieces, and a worker that holds the whole
+    cloud (one GPU, P boxes) would otherwise hold it three times while the
+    boxes are assembled (blocks, pieces, boxes).  A lost box is still
+    recomputed from the source (its task's lineage).
+    """
     P = partitioning.n_boxes
     moved = ex.exchange(blocks, partitioning, np.dtype(frame).str, exponent, min_samples)
     if moved is not None:
+        blocks.clear()
         boxes, report.bytes_moved["shuffle"], report.shuffle_by, report.shuffle_steps = moved
         report.exchanges += 1
         return boxes
@@ -239,6 +247,8 @@ def shuffle(ex: Executor, blocks: list, partitioning: Partitioning, frame, expon
     pieces = [[ex.item(s, k) for k in range(P)] for s in split]
     boxes = [ex.submit(steps.assemble_box, k, partitioning, *[p[k] for p in pieces], box=k,
                        name="box") for k in range(P)]
+    ex.wait(split)
+    blocks.clear()
     ex.wait(boxes)
     report.bytes_moved["shuffle"] = ex.shuffle_bytes(split, boxes)
     report.shuffle_by = "dask" if ex.workers else "none"

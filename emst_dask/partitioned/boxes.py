@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from ..arrays import array_module
+
 
 @dataclass
 class Partitioning:
@@ -222,12 +224,58 @@ def _face_distances(points, lo, hi, use_lo, use_hi):
     return out
 
 
+@dataclass(frozen=True)
+class Walls:
+    """The faces box k shares with another box: what its points' face
+    distances are computed from, where and when they are needed (a box
+    keeps these few numbers, not 8 bytes a point).
+
+    lo, hi : (d,) float64 corners; use_lo, use_hi : (d,) bool, which low
+    and high faces are shared (``shared_faces``).
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    use_lo: np.ndarray
+    use_hi: np.ndarray
+
+    @property
+    def any(self) -> bool:
+        """Whether the box shares a face at all (else every distance is +inf)."""
+        return bool(self.use_lo.any() or self.use_hi.any())
+
+    def distances(self, points, xp=None):
+        """(n,) float64 face distances of ``points`` ((n, d) of ``xp``,
+        by default their own array module; the result on the same
+        device): numba's parallel pass on the host, the same float64
+        operations elementwise elsewhere, so the same bits."""
+        xp = array_module(points) if xp is None else xp
+        if xp is np:
+            return _face_distances(np.ascontiguousarray(points), self.lo, self.hi,
+                                   self.use_lo, self.use_hi)
+        out = xp.full(points.shape[0], np.inf, xp.float64)
+        for a in range(points.shape[1]):
+            if self.use_lo[a] or self.use_hi[a]:
+                x = points[:, a].astype(xp.float64)
+                if self.use_lo[a]:
+                    xp.minimum(out, x - float(self.lo[a]), out=out)
+                if self.use_hi[a]:
+                    xp.minimum(out, float(self.hi[a]) - x, out=out)
+        return xp.maximum(out, 0.0)
+
+
+def box_walls(part: Partitioning, k: int) -> Walls:
+    """Box k's ``Walls``."""
+    use_lo, use_hi = shared_faces(part, k)
+    return Walls(np.asarray(part.lo[k], np.float64), np.asarray(part.hi[k], np.float64),
+                 np.asarray(use_lo, bool), np.asarray(use_hi, bool))
+
+
 def face_distances(part: Partitioning, k: int, points) -> np.ndarray:
     """(n,) float64 distance from each point of box k to its nearest face
     shared with another box (+inf when the box shares none); one parallel
-    pass, in float64."""
-    use_lo, use_hi = shared_faces(part, k)
-    return _face_distances(np.ascontiguousarray(points), part.lo[k], part.hi[k], use_lo, use_hi)
+    pass, in float64 (``points`` of numpy; cupy's stay on their device)."""
+    return box_walls(part, k).distances(points)
 
 
 def shared_faces(part: Partitioning, k: int):

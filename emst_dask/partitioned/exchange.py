@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .boxes import Partitioning
+from .boxes import Partitioning, box_walls
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,7 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
             pts, ids = ascending_ids(xp, pts, ids, ends)  # blocks of runs apart interleave
         else:
             pts, ids = xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)
-        boxes[k] = Box(k, pts, ids, face_distances_xp(xp, partitioning, k, pts),
-                       period=partitioning.period)
+        boxes[k] = Box(k, pts, ids, box_walls(partitioning, k), period=partitioning.period)
     return boxes
 
 
@@ -271,18 +270,4 @@ def assign_boxes_xp(xp, part: Partitioning, points):
 def face_distances_xp(xp, part: Partitioning, k: int, points):
     """``boxes.face_distances`` on ``xp``'s arrays: the same float64
     operations, so the same bits."""
-    from .boxes import face_distances, shared_faces
-
-    if xp is np:
-        return face_distances(part, k, points)
-    lo, hi = part.lo[k], part.hi[k]
-    use_lo, use_hi = shared_faces(part, k)
-    out = xp.full(points.shape[0], np.inf, xp.float64)
-    for a in range(points.shape[1]):
-        if use_lo[a] or use_hi[a]:
-            x = points[:, a].astype(xp.float64)
-            if use_lo[a]:
-                xp.minimum(out, x - float(lo[a]), out=out)
-            if use_hi[a]:
-                xp.minimum(out, float(hi[a]) - x, out=out)
-    return xp.maximum(out, 0.0)
+    return box_walls(part, k).distances(points, xp)

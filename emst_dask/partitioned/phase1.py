@@ -19,7 +19,7 @@ from ..engine import boruvka
 from ..engine.order import strict_edge_order
 from ..engine.scaling import bit_range, rescale_exact
 from ..kernels import get_kernels
-from .boxes import certificate_distances
+from .boxes import Walls, certificate_distances
 from .certificate import boruvka_certificate, kruskal_certificate
 from .edges import Edges, take
 
@@ -72,8 +72,9 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     points : (m, d) float, the box's points, ``gids`` (m,) int64 ascending
     (so the engine's tie order on local indices is the global one); numpy,
     or CuPy arrays of a box assembled on the device.
-    face : (m,) float64 face distances (``face_distances``), where the
-    points are.
+    face : the box's ``boxes.Walls`` (the face distances are computed where
+    the engine has the points: a GPU's box never sends them over), or (m,)
+    float64 face distances (``face_distances``) where the points are.
     core : (m,) squared core distances (mutual reachability) or None.
     period : (d,) float64 lengths of a periodic box (minimum-image
     distances; a face on the global boundary counts in ``face``), or None.
@@ -101,10 +102,14 @@ def solve_box(points, gids, face, backend="cpu", min_samples=1, core=None,
     res = boruvka(K, pts, min_samples, box_size=period,
                   core_distances2=None if core is None else xp.asarray(core))
     s, t, w2s = res.source, res.target, res.weight2
-    del pts  # the certificate's arrays take its place
     K.synchronize()
     t1 = time.perf_counter()
-    alone = not bool(array_module(face).isfinite(face).any())  # no shared face: MST final
+    if isinstance(face, Walls):
+        alone = not face.any  # no shared face: the box's MST is final
+        face = None if alone else face.distances(pts)
+    else:
+        alone = not bool(array_module(face).isfinite(face).any())
+    del pts  # the certificate's arrays take its place
     t_order = 0.0
     if alone:
         certified = None

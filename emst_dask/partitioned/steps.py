@@ -23,7 +23,7 @@ from ..engine import core_distances2
 from ..io.checks import check_exact_integers, check_finite, check_in_box
 from ..io.staging import default_threads
 from ..kernels import get_kernels, resolve_backend
-from .boxes import (Partitioning, assign_boxes, concat_rows, distance_to_box, face_distances,
+from .boxes import (Partitioning, Walls, assign_boxes, box_walls, concat_rows, distance_to_box,
                     group_by_box, shell_and_ghosts, shell_radius)
 from .edges import Edges, minimum_spanning_forest, minimum_spanning_forest_xp
 from .phase1 import BoxResult, run_engine, run_engine_device, solve_box
@@ -56,17 +56,25 @@ class Block:
 class Box:
     """The points of one box, global ids ascending.
 
-    points : (m, d) float; gids : (m,) int64; face : (m,) float64 face
-    distances; core : (m,) squared core distances (mutual reachability);
-    period : (d,) float64 lengths of the periodic box, or None.
+    points : (m, d) float; gids : (m,) int64; walls : the faces it shares
+    (``boxes.Walls``); core : (m,) squared core distances (mutual
+    reachability); period : (d,) float64 lengths of the periodic box, or
+    None.  Arrays on the host, or all on one device.
     """
 
     k: int
     points: np.ndarray
     gids: np.ndarray
-    face: np.ndarray
+    walls: Walls
     core: np.ndarray | None = None
     period: np.ndarray | None = None
+
+    @property
+    def face(self):
+        """(m,) float64 face distances, computed where the points are at
+        each use: one parallel pass, where keeping them would hold 8 bytes
+        a point beside the 12 of float32 points for the whole job."""
+        return self.walls.distances(self.points)
 
 
 @dataclass
@@ -247,8 +255,7 @@ def assemble_box(k: int, partitioning: Partitioning, *pieces) -> Box:
                                      [(int(p.gids[0]), int(p.gids[-1])) for p in pieces])
     else:
         points, gids = np.zeros((0, d), dtype), np.zeros(0, np.int64)
-    return Box(k, points, gids, face_distances(partitioning, k, points),
-               period=partitioning.period)
+    return Box(k, points, gids, box_walls(partitioning, k), period=partitioning.period)
 
 
 def ascending_ids(xp, points, gids, ends):
@@ -335,7 +342,7 @@ def solve(box: Box, min_samples: int, backend: str, certificate: str = "auto"):
     """Phase 1 on a box: (BoxResult, seconds, backend name)."""
     t0 = time.perf_counter()
     name = resolve_backend(backend)
-    res = solve_box(box.points, box.gids, box.face, name, min_samples, box.core, certificate,
+    res = solve_box(box.points, box.gids, box.walls, name, min_samples, box.core, certificate,
                     period=box.period)
     return res, time.perf_counter() - t0, name
 
@@ -365,7 +372,7 @@ def outgoing(box: Box, solved, partitioning: Partitioning, radius: float) -> dic
     res: BoxResult = solved[0]
     points, gids, face, core = box.points, box.gids, box.face, box.core
     rows = None  # box rows of the points below, when only the shell came over
-    if is_device_array(face):  # a box assembled on the device: its shell comes over
+    if is_device_array(points):  # a box assembled on the device: its shell comes over
         rows = device_shell(face, radius)
         at = array_module(face).asarray(rows)
         points, gids, face = to_host(points[at]), to_host(gids[at]), to_host(face[at])
