@@ -136,6 +136,56 @@ def test_boruvka_certificate_is_exact_and_weaker(P):
     check_same_as_single(pts[:5000], P, min_samples=5, certificate="boruvka")
 
 
+@pytest.mark.parametrize("period", [None, 1.0])
+def test_a_box_given_its_walls_solves_as_given_its_face_distances(period):
+    """A box keeps the faces it shares (``Walls``), not its points' face
+    distances: computed where the engine has the points, they have the
+    same bits, and phase 1 keeps the same edges with the same labels."""
+    from emst_dask.partitioned.boxes import box_walls, recursive_coordinate_bisection
+    from emst_dask.partitioned.steps import Box
+
+    pts = GENERATORS["halos"](20_000, 3, 4) % 1.0
+    part = (choose_partitioning(pts, 4) if period is None else
+            recursive_coordinate_bisection(pts.astype(np.float64), 4, np.zeros(3), np.ones(3),
+                                           np.full(3, period)))
+    box = assign_boxes(part, pts)
+    for k in range(4):
+        idx = np.flatnonzero(box == k)
+        face = face_distances(part, k, pts[idx])
+        walls = box_walls(part, k)
+        assert walls.any
+        bx = Box(k, pts[idx], idx, walls, period=part.period)
+        np.testing.assert_array_equal(bx.face.view(np.uint64), face.view(np.uint64))
+        want = solve_box(pts[idx], idx, face, certificate="boruvka", period=part.period)
+        got = solve_box(pts[idx], idx, walls, certificate="boruvka", period=part.period)
+        for a in ("u", "v", "w2"):
+            np.testing.assert_array_equal(getattr(got.certified, a), getattr(want.certified, a))
+            np.testing.assert_array_equal(getattr(got.uncertified, a),
+                                          getattr(want.uncertified, a))
+        np.testing.assert_array_equal(got.label_rows, want.label_rows)
+    alone = choose_partitioning(pts, 1)
+    assert not box_walls(alone, 0).any  # one box: no shared face, every edge final
+    one = solve_box(pts, np.arange(len(pts)), box_walls(alone, 0))
+    assert len(one.certified) == len(pts) - 1 and len(one.uncertified) == 0
+
+
+def test_the_blocks_are_let_go_once_split():
+    """``compute`` empties the caller's list of blocks once they are split
+    (a worker holding the whole cloud would otherwise hold it three times
+    while the boxes are assembled)."""
+    from emst_dask.partitioned import steps
+    from emst_dask.partitioned.algorithm import compute
+    from emst_dask.partitioned.local import LocalExecutor
+    from emst_dask.partitioned.report import PartitionReport
+
+    pts = GENERATORS["uniform"](4000, 3, 0)
+    blocks = [steps.Block(a, pts[a:a + 1000]) for a in range(0, 4000, 1000)]
+    res = compute(LocalExecutor(2), blocks, 4000, 3, pts.dtype, 2, 1, "cpu",
+                  PartitionReport(partitions=2, workers=0))
+    assert blocks == []
+    assert res.n == 4000
+
+
 @pytest.mark.parametrize("P", [2, 4])
 def test_points_within_an_ulp_of_a_split_plane(P):
     """float32 coordinates on both sides of split values float32 cannot hold:
