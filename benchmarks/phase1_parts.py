@@ -14,7 +14,8 @@ certificate are timed twice, the first run's compiles apart).
 the certificate as it was before its later rounds were renumbered, from
 the previous commit's ``certificate.py``: the ``*_old_*`` entries.  Since
 the certificate takes no order, it is timed whole and by parts: round 1's
-choices, its hook, the later rounds.)
+choices, its hook, the later rounds; then once more with each of its
+helpers timed alone, synchronised, and counted: ``certificate_steps``.)
 """
 import argparse, json, os, sys, time
 import numpy as np
@@ -106,4 +107,28 @@ c, l = _hook(cupy, s, tt, by_u, by_v, n, None)
 sync(); out["round1_hook_s"] = time.perf_counter() - t
 out["later_rounds_s"] = out["certificate_second_s"] - out["round1_choices_s"] - out["round1_hook_s"]
 print({k: v for k, v in out.items() if k.startswith(("round1", "later"))}, flush=True)
+del c, l, by_u, by_v
+# the whole certificate once more, each helper timed (synchronised) and its
+# calls counted: where the later rounds' time goes (nested: the scatter-mins
+# inside _choices count in both)
+import emst_dask.partitioned.certificate as cert_mod
+steps = {}
+def timed(name, fn):
+    def run(*a, **k):
+        sync(); t0 = time.perf_counter()
+        r = fn(*a, **k)
+        sync(); e = steps.setdefault(name, [0, 0.0]); e[0] += 1; e[1] += time.perf_counter() - t0
+        return r
+    return run
+saved = {k: getattr(cert_mod, k) for k in ("_choices", "_hook", "_renumber", "_order_keys",
+                                            "scatter_min", "jump_to_roots")}
+for k, fn in saved.items():
+    setattr(cert_mod, k, timed(k, fn))
+sync(); t = time.perf_counter()
+c, l = boruvka_certificate(cupy, s, tt, w2s, safe2, n)
+sync(); out["certificate_traced_s"] = time.perf_counter() - t
+for k, fn in saved.items():
+    setattr(cert_mod, k, fn)
+out["certificate_steps"] = {k: {"calls": v[0], "s": v[1]} for k, v in steps.items()}
+print("traced", out["certificate_traced_s"], out["certificate_steps"], flush=True)
 json.dump(out, open(os.path.join(os.environ.get("OUT", "/tmp"), "prof.json"), "w"), indent=1)
