@@ -37,7 +37,7 @@ class Workers:
         self.workers = {f"w{i}": {"memory_limit": memory_limit, "nthreads": 1,
                                   "metrics": {"memory": int(rss)}} for i in range(n)}
 
-    def run(self, fn):
+    def run(self, fn, *args):  # no GPU
         return {}
 
     def scheduler_info(self, n_workers=-1):

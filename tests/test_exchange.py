@@ -209,6 +209,76 @@ def test_the_dask_driver_of_the_exchange(threads_client, fail):
     np.testing.assert_allclose(tree.total_weight, ref.total_weight, rtol=1e-9)
 
 
+_ASSEMBLE_FAILS: list = []
+
+
+def _stand_in_assemble_task(partitioning, *splits):
+    from emst_dask.partitioned.exchange import assemble_boxes
+
+    if _ASSEMBLE_FAILS:
+        raise MemoryError("out of memory (a stand-in for the GPU's)")
+    return {**assemble_boxes(list(splits), partitioning, StableNumpy()),
+            "seconds": {"assemble": 0.0}}
+
+
+@pytest.mark.parametrize("memory,fails,want", [(10**12, False, "device"), (10**5, False, "dask"),
+                                               (10**12, True, "dask")])
+def test_one_gpu_worker_assembles_its_boxes_on_its_device(monkeypatch, memory, fails, want):
+    """One worker: the blocks are split and every box assembled on its
+    (stand-in) device when they fit its memory for the job, with the
+    one-box tree; a device too small, or an assembly that fails there,
+    leaves the shuffle to the host, with the same tree."""
+    from distributed import Client, LocalCluster
+
+    import emst_dask.kernels
+    from emst_dask import emst
+    from emst_dask.distributed import device_exchange, nccl
+    from oracle import check_spanning_tree, edge_set
+
+    monkeypatch.setattr(nccl, "split_task", _threads_split_task)
+    monkeypatch.setattr(device_exchange, "assemble_task", _stand_in_assemble_task)
+    monkeypatch.setattr(emst_dask.kernels, "device_memory", lambda backend: memory)
+    if fails:
+        _ASSEMBLE_FAILS.append(True)
+    pts = GENERATORS["halos"](6_000, 3, 6)
+    ref = emst(pts, backend="cpu")
+    try:
+        with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            tree = emst(pts, client=client, partitions=3)
+    finally:
+        _ASSEMBLE_FAILS.clear()
+    assert tree.report.shuffle_by == want
+    if want == "device":
+        assert tree.report.bytes_moved["shuffle"] == 0
+        assert tree.report.shuffle_steps == [{"assemble": 0.0}]
+    check_spanning_tree(tree, pts)
+    assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
+    np.testing.assert_allclose(tree.total_weight, ref.total_weight, rtol=1e-9)
+
+
+def test_assembled_boxes_equal_host_boxes():
+    """``assemble_boxes`` (every box on one device from the blocks' device
+    pieces) gives ``steps.assemble_box``'s boxes bit for bit, blocks of
+    runs apart (their ids interleaving) included."""
+    from emst_dask.partitioned.exchange import assemble_boxes
+
+    pts = GENERATORS["halos"](20_000, 3, 8)
+    part = choose_partitioning(pts, 4)
+    for blocks in ([steps.Block(a, pts[a:a + 5000]) for a in range(0, 20_000, 5000)],
+                   _blocks_of_runs_apart(pts, 1000, ["a", "b", "c"])):
+        dev = [split_block_xp(StableNumpy(), np.asarray, b, part, pts.dtype.str, 0)
+               for b in blocks]
+        host = [steps.split_block(b, part, pts.dtype.str, 0) for b in blocks]
+        got = assemble_boxes(dev, part, StableNumpy())
+        for k in range(4):
+            want = steps.assemble_box(k, part, *[h[k] for h in host])
+            np.testing.assert_array_equal(np.asarray(got[k].points), want.points)
+            np.testing.assert_array_equal(np.asarray(got[k].gids), want.gids)
+            np.testing.assert_array_equal(np.asarray(got[k].face).view(np.uint64),
+                                          want.face.view(np.uint64))
+
+
 @pytest.mark.parametrize("case", ["float32", "float64", "float32-in-float64", "scaled",
                                   "periodic", "lattice"])
 def test_split_on_the_device_equals_the_host_split(case):

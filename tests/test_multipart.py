@@ -298,7 +298,7 @@ def test_auto_partitions_follow_worker_memory(client):
     assert box_footprint_bytes_per_point(3, np.float32) == 3 * 4 + 105
 
     class Fake:
-        def run(self, fn):  # the workers' device memory
+        def run(self, fn, *args):  # the workers' device memory
             return {"a": 100_000_000, "b": 200_000_000}
 
         def scheduler_info(self, n_workers=-1):
@@ -307,6 +307,23 @@ def test_auto_partitions_follow_worker_memory(client):
     assert choose_partitions("auto", 3_000_000, 3, np.float32, Fake(), "cpu") == 5
     assert choose_partitions("auto", 100_000, 3, np.float32, Fake(), "cpu") == 1
     assert choose_partitions(5, 10, 3, np.float32, Fake(), "cpu") == 5
+
+
+def test_boxes_kept_on_one_gpu_only_where_they_fit():
+    """One GPU keeps every box of its job (and the certified edges until
+    they are written) only when they fit with one box's phase 1: uniform
+    1B float32 3-D in two boxes on an H200 (141 GiB), not on an 80 GB
+    GPU, where eight boxes do (40 GB of boxes and edges, 18 of phase 1);
+    2.5B not even in eight boxes on the H200."""
+    from emst_dask.partitioned.sizing import device_boxes_fit
+
+    h200, h100 = 143_771 << 20, 81_559 << 20
+    assert device_boxes_fit(10**9, 3, np.float32, 2, h200)
+    assert not device_boxes_fit(10**9, 3, np.float32, 2, h100)
+    assert device_boxes_fit(10**9, 3, np.float32, 8, h100)
+    assert not device_boxes_fit(2_500_000_000, 3, np.float32, 8, h200)
+    assert not device_boxes_fit(10**9, 3, np.float64, 2, h200)
+    assert not device_boxes_fit(10, 3, np.float32, 2, None)
 
 
 def test_command_line(client, tmp_path):

@@ -12,9 +12,14 @@ The blocks are split by box on the GPUs too (only their coordinates
 cross to the device; the global ids are made there), so a point crosses
 the host-device boundary once.
 
+On one GPU worker nothing crosses between places: the blocks are split
+on its GPU and every box is assembled there (``one_device``), where they
+fit it for the whole job.
+
 Not taken (the pieces then move through Dask): the CPU backend, one
-worker, mutual reachability (its core distances run on host boxes), a
-worker without NCCL, or ``emst_dask.partitioned.exchange`` set to "dask".
+worker whose GPU cannot hold every box, mutual reachability (its core
+distances run on host boxes), a worker without NCCL, or
+``emst_dask.partitioned.exchange`` set to "dask".
 An exchange that fails (a worker gone, a timeout) is abandoned for the
 Dask shuffle, the blocks split on the host again.
 """
@@ -53,7 +58,11 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
     min_samples : int
     """
     mode = nccl.exchange_mode()
-    if mode == "dask" or ex.workers < 2 or min_samples > 1 or ex.backend == "cpu":
+    if mode == "dask" or min_samples > 1 or ex.backend == "cpu":
+        return None
+    if ex.workers == 1:
+        return one_device(ex, blocks, partitioning, frame, exponent)
+    if ex.workers < 2:
         return None
     client, places = ex.client, list(ex.places)
     try:
@@ -115,6 +124,72 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
     log.info("NCCL exchange, seconds per rank: %s",
              [{k: round(v, 3) for k, v in s.items()} for s in steps_s])
     return boxes, plan.moved_bytes, "nccl", steps_s
+
+
+def one_device(ex, blocks: list, partitioning, frame: str, exponent: int):
+    """The shuffle of a job on one GPU worker: (box handles, 0 bytes moved,
+    "device", [its seconds]), the blocks split by box on the GPU and every
+    box assembled there, where they all fit it for the job
+    (``sizing.device_boxes_fit``); else None (the host shuffles).
+
+    Then phase 1 starts from device memory and no point crosses back to
+    the host: on the host the blocks, their pieces and the boxes are each
+    a copy of the cloud in fresh memory, one task after another.  A split
+    or assembly that fails on the GPU (out of memory, say) leaves the
+    shuffle to the host, with a warning.
+    """
+    from ..kernels import device_memory
+    from ..partitioned.sizing import device_boxes_fit
+
+    client, place = ex.client, ex.places[0]
+    try:
+        memory = client.run(device_memory, ex.backend, workers=[place]).get(place)
+    except Exception:  # the worker gone meanwhile: the Dask shuffle copes
+        return None
+    P = partitioning.n_boxes
+    d = partitioning.lo.shape[1]
+    n = sum(ex.gather([ex.submit(steps.block_rows, b, name=f"rows-{i}")
+                       for i, b in enumerate(blocks)]))
+    if not device_boxes_fit(n, d, np.dtype(frame), P, memory):
+        return None
+    split = [client.submit(refusing(nccl.split_task), b, partitioning, frame, exponent,
+                           key=ex._key(f"dsplit-{i}", None), workers=[place],
+                           allow_other_workers=True, pure=False)
+             for i, b in enumerate(blocks)]
+    done, boxes = [], []
+    try:
+        done.append(client.submit(refusing(assemble_task), partitioning, *split,
+                                  key=ex._key("assemble", 0), workers=[place],
+                                  allow_other_workers=True, pure=False))
+        boxes += [ex.item(done[0], k, box=k) for k in range(P)]
+        ex.wait(boxes)
+        steps_s = ex.gather([ex.item(done[0], "seconds")])
+    except InputError:
+        raise
+    except Exception as exc:
+        log.warning("assembling the boxes on the GPU failed (%s); the host shuffles instead",
+                    exc)
+        client.cancel(done + boxes + split)
+        return None
+    return boxes, 0, "device", steps_s
+
+
+def assemble_task(partitioning, *splits):
+    """Every box on this worker's GPU from the blocks' device pieces (block
+    order): {box: Box}, and under "seconds" the wall seconds it took."""
+    import time
+
+    from ..kernels import get_kernels
+    from ..partitioned.exchange import assemble_boxes
+    from .worker import apply_settings
+
+    apply_settings()
+    K = get_kernels("cuda")
+    t = time.perf_counter()
+    boxes = assemble_boxes(list(splits), partitioning, K.xp)
+    K.synchronize()
+    boxes["seconds"] = {"assemble": time.perf_counter() - t}
+    return boxes
 
 
 def _uid(client, key, first):

@@ -299,17 +299,10 @@ def worker_memory(client, backend) -> dict:
     the worker's memory limit; None when unknown), ``baseline``, the most
     memory a worker process holds already, ``workers`` and ``threads``
     (the most per worker)."""
-    def device_total():
-        from ..kernels import cuda_available, resolve_backend
-
-        if resolve_backend(backend) == "cuda" and cuda_available():
-            import cupy
-
-            return int(cupy.cuda.Device().mem_info[1])
-        return None
+    from ..kernels import device_memory
 
     try:
-        dev = client.run(device_total)
+        dev = client.run(device_memory, backend)
     except Exception:
         dev = {}
     info = client.scheduler_info(n_workers=-1)["workers"]

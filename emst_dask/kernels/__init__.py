@@ -45,3 +45,14 @@ def resolve_backend(backend: str, points=None) -> str:
     if points is not None and type(points).__module__.startswith("cupy"):
         return "cuda"
     return "cuda" if cuda_available() else "cpu"
+
+
+def device_memory(backend: str = "auto") -> int | None:
+    """Total bytes of this process's GPU when ``backend`` resolves to
+    "cuda" and one is visible, else None (the memory a partitioned job
+    sizes its boxes by on a GPU worker)."""
+    if resolve_backend(backend) == "cuda" and cuda_available():
+        import cupy
+
+        return int(cupy.cuda.Device().mem_info[1])
+    return None

@@ -104,8 +104,6 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
     ``xp``'s device: each box's pieces in block order, so its global ids
     ascend, as ``steps.assemble_box`` orders them (blocks whose runs lie
     apart interleave: then one sort by id)."""
-    from .steps import Box, ascending_ids
-
     mine = plan.boxes_of(r)
     slices = {k: [] for k in mine}  # box -> [(block, src, start, stop)]
     for q in range(plan.ranks):
@@ -119,16 +117,48 @@ def unpack(plan: ExchangePlan, r: int, received: dict, partitioning: Partitionin
     boxes = {}
     for k in mine:
         parts = sorted(slices[k])
-        if parts:
-            pts = xp.concatenate([received[q][0][a:b] for _, q, a, b in parts])
-            ids = xp.concatenate([received[q][1][a:b] for _, q, a, b in parts])
-            ends = [(int(received[q][1][a]), int(received[q][1][b - 1]))
-                    for _, q, a, b in parts]
-            pts, ids = ascending_ids(xp, pts, ids, ends)  # blocks of runs apart interleave
-        else:
-            pts, ids = xp.zeros((0, plan.d), plan.dtype), xp.zeros(0, xp.int64)
-        boxes[k] = Box(k, pts, ids, box_walls(partitioning, k), period=partitioning.period)
+        boxes[k] = box_of_parts(k, [received[q][0][a:b] for _, q, a, b in parts],
+                                [received[q][1][a:b] for _, q, a, b in parts], partitioning, xp,
+                                plan.d, plan.dtype)
     return boxes
+
+
+def box_of_parts(k: int, points: list, gids: list, partitioning: Partitioning, xp, d: int,
+                 dtype):
+    """Box k from its parts in block order (each part's ids ascending), on
+    ``xp``'s device: the parts joined, ordered by id where they interleave
+    (blocks of runs apart: one sort), as ``steps.assemble_box`` orders them.
+
+    points : list of (m_i, d) arrays of ``xp``; gids : list of (m_i,) int64.
+    """
+    from .steps import Box, ascending_ids
+
+    keep = [i for i, g in enumerate(gids) if g.shape[0]]
+    if keep:
+        pts = xp.concatenate([points[i] for i in keep]).astype(dtype, copy=False)
+        ids = xp.concatenate([gids[i] for i in keep])
+        ends = [(int(gids[i][0]), int(gids[i][-1])) for i in keep]
+        pts, ids = ascending_ids(xp, pts, ids, ends)  # blocks of runs apart interleave
+    else:
+        pts, ids = xp.zeros((0, d), dtype), xp.zeros(0, xp.int64)
+    return Box(k, pts, ids, box_walls(partitioning, k), period=partitioning.period)
+
+
+def assemble_boxes(splits: list, partitioning: Partitioning, xp) -> dict:
+    """{box: Box} of every box from the pieces of all the blocks, on one
+    device (``xp``'s): one GPU's shuffle, where nothing crosses between
+    places.  ``splits``: the blocks' ``split_block_xp`` results in block
+    order ({box: Piece} each)."""
+    P = partitioning.n_boxes
+    d = partitioning.lo.shape[1]
+    out = {}
+    for k in range(P):
+        pieces = [s[k] for s in splits]
+        dtype = pieces[0].points.dtype if pieces else np.float64
+        out[k] = box_of_parts(k, [p.points for p in pieces], [p.gids for p in pieces],
+                              partitioning, xp, d, dtype)
+        del pieces
+    return out
 
 
 def exchange_boxes(comm, plan: ExchangePlan, r: int, splits: dict, partitioning: Partitioning,

@@ -25,8 +25,9 @@ class PartitionReport:
         Bytes sent between different places per step.
     shuffle_by : str
         How the shuffle moved the points: "dask" (Dask's comms, piece by
-        piece), "nccl" (one exchange between the workers' GPUs) or "none"
-        (in this process).
+        piece), "nccl" (one exchange between the workers' GPUs), "device"
+        (one GPU worker: split and assembled on its GPU) or "none" (in
+        this process).
     shuffle_steps : list of dict
         With "nccl": per worker, the seconds of the exchange's steps (pack
         on the host, to the device, the exchange, the boxes assembled).

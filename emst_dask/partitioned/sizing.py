@@ -100,6 +100,23 @@ def resident_bytes_per_point(d: int, dtype) -> float:
     return d * np.dtype(dtype).itemsize + 8
 
 
+def device_boxes_fit(n: int, d: int, dtype, P: int, memory: int | None) -> bool:
+    """Whether one GPU of ``memory`` bytes holds a job's P boxes of ``n``
+    points assembled on it for the whole job: the blocks' pieces and the
+    boxes at once while they are assembled, then the boxes, the certified
+    edges phase 1 keeps there until they are written (two int64 ends and
+    a weight a point), and one box's phase 1 (``BOX_SLACK`` times n / P
+    points), within ``MEMORY_FRACTION`` of it."""
+    if not memory:
+        return False
+    resident = resident_bytes_per_point(d, dtype)
+    edges = 16 + np.dtype(dtype).itemsize
+    box = BOX_SLACK * n / max(1, P)
+    peak = max(2 * resident * n,
+               (resident + edges) * n + box * box_footprint_bytes_per_point(d, dtype))
+    return peak <= MEMORY_FRACTION * memory
+
+
 def worker_peak(n: int, d: int, dtype, P: int, *, min_samples=1, workers=1,
                 threads=1) -> float:
     """Bytes a CPU worker needs for ``P`` boxes of ``n`` points over

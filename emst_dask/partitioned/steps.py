@@ -270,6 +270,11 @@ def ascending_ids(xp, points, gids, ends):
     return points[order], gids[order]
 
 
+def block_rows(block: Block) -> int:
+    """Rows of a block."""
+    return int(block.points.shape[0])
+
+
 def piece_sizes(pieces: dict) -> dict:
     """{destination: bytes} of a step's outgoing pieces."""
     return {j: p.nbytes for j, p in pieces.items()}
