@@ -221,13 +221,24 @@ def _stand_in_assemble_task(partitioning, *splits):
             "seconds": {"assemble": 0.0}}
 
 
+_STAGED: list = []
+
+
+def _stand_in_stage_task(src):
+    _STAGED.append(src.n)
+    return steps.Block(0, src.read_all())
+
+
 @pytest.mark.parametrize("memory,fails,want", [(10**12, False, "device"), (10**5, False, "dask"),
                                                (10**12, True, "dask")])
-def test_one_gpu_worker_assembles_its_boxes_on_its_device(monkeypatch, memory, fails, want):
+@pytest.mark.parametrize("source", ["memory", "npy"])
+def test_one_gpu_worker_assembles_its_boxes_on_its_device(monkeypatch, tmp_path, memory, fails,
+                                                          want, source):
     """One worker: the blocks are split and every box assembled on its
     (stand-in) device when they fit its memory for the job, with the
-    one-box tree; a device too small, or an assembly that fails there,
-    leaves the shuffle to the host, with the same tree."""
+    one-box tree, and a snapshot is then read there whole, as one block;
+    a device too small, or an assembly that fails there, leaves the
+    shuffle to the host, with the same tree."""
     from distributed import Client, LocalCluster
 
     import emst_dask.kernels
@@ -237,17 +248,25 @@ def test_one_gpu_worker_assembles_its_boxes_on_its_device(monkeypatch, memory, f
 
     monkeypatch.setattr(nccl, "split_task", _threads_split_task)
     monkeypatch.setattr(device_exchange, "assemble_task", _stand_in_assemble_task)
+    monkeypatch.setattr(device_exchange, "stage_task", _stand_in_stage_task)
     monkeypatch.setattr(emst_dask.kernels, "device_memory", lambda backend: memory)
     if fails:
         _ASSEMBLE_FAILS.append(True)
     pts = GENERATORS["halos"](6_000, 3, 6)
     ref = emst(pts, backend="cpu")
+    given = pts
+    if source == "npy":
+        given = str(tmp_path / "pts.npy")
+        np.save(given, pts)
     try:
         with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                           dashboard_address=None) as cluster, Client(cluster) as client:
-            tree = emst(pts, client=client, partitions=3)
+            tree = emst(given, client=client, partitions=3)
+        staged = list(_STAGED)
     finally:
         _ASSEMBLE_FAILS.clear()
+        _STAGED.clear()
+    assert staged == ([6_000] if source == "npy" and memory > 10**5 else [])
     assert tree.report.shuffle_by == want
     if want == "device":
         assert tree.report.bytes_moved["shuffle"] == 0

@@ -126,6 +126,42 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
     return boxes, plan.moved_bytes, "nccl", steps_s
 
 
+def read_on_device(client, src, workers: list, P: int, min_samples: int, backend: str,
+                   token: str):
+    """The job's one block: the whole snapshot read onto the GPU of its one
+    worker (a future of ``steps.Block``, in a list), when the job will keep
+    its boxes there (``one_device``) and they fit it; else None (the
+    blocks are read into host memory, ``read_blocks``).
+
+    The read is then the one-GPU path's (pinned buffers, the copies
+    overlapping the reads), and the split starts from device memory.
+    """
+    from ..io.source import ArrayPoints, DaskPoints
+    from ..kernels import device_memory
+    from ..partitioned.sizing import device_boxes_fit
+
+    if (len(workers) != 1 or P < 2 or min_samples > 1 or backend == "cpu"
+            or nccl.exchange_mode() == "dask" or isinstance(src, (ArrayPoints, DaskPoints))):
+        return None
+    place = workers[0]
+    try:
+        memory = client.run(device_memory, backend, workers=[place]).get(place)
+    except Exception:  # the worker gone meanwhile: the host path copes
+        return None
+    if not device_boxes_fit(src.n, src.d, src.compute_dtype, P, memory):
+        return None
+    return [client.submit(refusing(stage_task), src, key=f"emst-part-{token}-read-0",
+                          workers=[place], allow_other_workers=True, pure=False)]
+
+
+def stage_task(src):
+    """``steps.stage_block`` as a task: the whole source on this worker's GPU."""
+    from .worker import apply_settings
+
+    apply_settings()
+    return steps.stage_block(src)
+
+
 def one_device(ex, blocks: list, partitioning, frame: str, exponent: int):
     """The shuffle of a job on one GPU worker: (box handles, 0 bytes moved,
     "device", [its seconds]), the blocks split by box on the GPU and every

@@ -41,6 +41,7 @@ from ..partitioned.assemble import assemble_tree
 from ..partitioned.edges import Edges
 from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
+from .device_exchange import read_on_device
 from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
 from .nccl import EXCHANGE_KEY, ExchangeFailed
 from .paused import PauseWatch, scatter
@@ -433,7 +434,8 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
         return tree if output is None else write_output_small(client, output, tree, report,
                                                               src.describe())
     ex = DaskExecutor(client, workers, token, backend)
-    blocks = read_blocks(client, src, workers, P, token)
+    blocks = (read_on_device(client, src, workers, P, k, backend, token)
+              or read_blocks(client, src, workers, P, token))
     ex.wait(blocks)
     report.seconds["read"] = time.perf_counter() - t0
     log.info("partitioned job (P=%d): read took %.2f s", P, report.seconds["read"])

@@ -102,17 +102,20 @@ def resident_bytes_per_point(d: int, dtype) -> float:
 
 def device_boxes_fit(n: int, d: int, dtype, P: int, memory: int | None) -> bool:
     """Whether one GPU of ``memory`` bytes holds a job's P boxes of ``n``
-    points assembled on it for the whole job: the blocks' pieces and the
-    boxes at once while they are assembled, then the boxes, the certified
-    edges phase 1 keeps there until they are written (two int64 ends and
-    a weight a point), and one box's phase 1 (``BOX_SLACK`` times n / P
-    points), within ``MEMORY_FRACTION`` of it."""
+    points made on it and kept there for the whole job, within
+    ``MEMORY_FRACTION`` of it, at the largest of: the cloud read there
+    and split by box (its coordinates, the sort's order and scratch, the
+    pieces); the cloud, the pieces and the boxes while they are
+    assembled; the boxes, the certified edges phase 1 keeps there until
+    they are written (two int64 ends and a weight a point) and one box's
+    phase 1 (``BOX_SLACK`` times n / P points)."""
     if not memory:
         return False
+    coords = d * np.dtype(dtype).itemsize
     resident = resident_bytes_per_point(d, dtype)
     edges = 16 + np.dtype(dtype).itemsize
     box = BOX_SLACK * n / max(1, P)
-    peak = max(2 * resident * n,
+    peak = max((coords + 16 + resident) * n, (coords + 2 * resident) * n,
                (resident + edges) * n + box * box_footprint_bytes_per_point(d, dtype))
     return peak <= MEMORY_FRACTION * memory
 

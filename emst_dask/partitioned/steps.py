@@ -21,7 +21,7 @@ import numpy as np
 from ..arrays import array_module, is_device_array, to_host
 from ..engine import core_distances2
 from ..io.checks import check_exact_integers, check_finite, check_in_box
-from ..io.staging import default_threads
+from ..io.staging import default_threads, stage
 from ..kernels import get_kernels, resolve_backend
 from .boxes import (Partitioning, Walls, assign_boxes, box_walls, concat_rows, distance_to_box,
                     group_by_box, shell_and_ghosts, shell_radius)
@@ -115,6 +115,15 @@ def read_block(src, start: int, stop: int) -> Block:
     if bad:
         src.raise_nonfinite(out, start, min(bad))
     return Block(start, out)
+
+
+def stage_block(src) -> Block:
+    """The whole of a ``PointSource`` read onto this process's GPU as one
+    block, as the one-GPU path reads it (pinned buffers, copies
+    overlapping the reads, one NaN/inf check on the device)."""
+    from ..io.staging import stage
+
+    return Block(0, stage(src, "cuda"))
 
 
 def array_block(data, start: int, where: str, dtype) -> Block:
