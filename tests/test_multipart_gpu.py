@@ -183,6 +183,51 @@ def test_edge_store_written_from_the_device(gpu_client, tmp_path, dtype, scale):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype,scale,box_size", [(np.float32, 1.0, None), (np.float32, 1e-37, None),
+                                                  (np.float64, 1.0, None),
+                                                  (np.float32, 1.0, 1.0)])
+def test_snapshot_boxes_made_on_one_gpu(gpu_client, tmp_path, dtype, scale, box_size):
+    """A snapshot on one GPU worker, several boxes: read whole onto the
+    GPU, split and assembled there (``shuffle_by`` "device"), written to a
+    store from there: the one-box tree's edges, and every weight the bits
+    of the same job shuffled on the host; subnormal-scaled (a frame with
+    an exponent) and periodic clouds included."""
+    import dask.config
+    import zarr
+
+    from emst_dask.distributed.nccl import EXCHANGE_KEY
+    from emst_dask.io.edge_store import open_edges
+
+    if len(gpu_client.scheduler_info(n_workers=-1)["workers"]) != 1:
+        pytest.skip("one GPU worker")
+    pts = (GENERATORS["halos"](200_000, 3, 9).astype(np.float64) * scale).astype(dtype)
+    if box_size is not None:
+        pts %= dtype(box_size)
+    snap = str(tmp_path / "snap.zarr")
+    g = zarr.open_group(snap, mode="w")
+    g.create_array("points", shape=pts.shape, chunks=(30_000, 3), dtype=pts.dtype)[...] = pts
+    ref = emst(pts, backend="cpu", box_size=box_size)
+    trees = {}
+    for mode in ("auto", "dask"):
+        out = str(tmp_path / f"e-{mode}.zarr")
+        with dask.config.set({EXCHANGE_KEY: mode}):
+            emst(snap, client=gpu_client, partitions=3, out=out, box_size=box_size)
+        stored = open_edges(out)
+        assert stored.attrs["partitioned"]["shuffle_by"] == ("device" if mode == "auto"
+                                                            else "dask")
+        trees[mode] = stored.load()
+        assert edge_set(trees[mode].source, trees[mode].target) == \
+            edge_set(ref.source, ref.target)
+
+    def by_edge(t):
+        lo, hi = np.minimum(t.source, t.target), np.maximum(t.source, t.target)
+        o = np.lexsort([hi, lo])
+        return np.asarray(t.weight)[o]
+
+    np.testing.assert_array_equal(by_edge(trees["auto"]).view(np.uint8),
+                                  by_edge(trees["dask"]).view(np.uint8))
+
+
 @pytest.mark.parametrize("box_size", [None, 1.0])
 def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
     """Two GPU workers: the shuffle through NCCL (boxes assembled on the
