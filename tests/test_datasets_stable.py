@@ -152,7 +152,11 @@ def test_math_accuracy():
     assert ulps(dm.log(x), np.log(x)) <= 4
     y = rng.random(50_000) * 1400 - 700
     assert ulps(dm.exp(y), np.exp(y)) <= 2
-    assert ulps(dm.cbrt(x), np.cbrt(x)) <= 2
+    # numpy's own float64 cbrt is off by up to 3 ulps on some CPUs (its
+    # vectorised loop): the reference is the extended-precision one, rounded
+    extended = np.finfo(np.longdouble).nmant > 52
+    exact = np.cbrt(x.astype(np.longdouble)).astype(np.float64) if extended else np.cbrt(x)
+    assert ulps(dm.cbrt(x), exact) <= (2 if extended else 4)
     u = x[:100_000]  # results within range
     assert ulps(dm.power(u, -1 / 0.9), u ** (-1 / 0.9)) <= 16
     t = rng.random(50_000) * 400 - 200
