@@ -134,7 +134,9 @@ def box_of_parts(k: int, points: list, gids: list, partitioning: Partitioning, x
     from .steps import Box, ascending_ids
 
     keep = [i for i, g in enumerate(gids) if g.shape[0]]
-    if keep:
+    if len(keep) == 1:  # one part (a cloud read as one block): no copy
+        pts, ids = points[keep[0]].astype(dtype, copy=False), gids[keep[0]]
+    elif keep:
         pts = xp.concatenate([points[i] for i in keep]).astype(dtype, copy=False)
         ids = xp.concatenate([gids[i] for i in keep])
         ends = [(int(gids[i][0]), int(gids[i][-1])) for i in keep]
