@@ -218,14 +218,14 @@ def test_snapshot_boxes_made_on_one_gpu(gpu_client, tmp_path, dtype, scale, box_
         trees[mode] = stored.load()
         assert edge_set(trees[mode].source, trees[mode].target) == \
             edge_set(ref.source, ref.target)
+    np.testing.assert_array_equal(_weights_by_edge(trees["auto"]).view(np.uint8),
+                                  _weights_by_edge(trees["dask"]).view(np.uint8))
 
-    def by_edge(t):
-        lo, hi = np.minimum(t.source, t.target), np.maximum(t.source, t.target)
-        o = np.lexsort([hi, lo])
-        return np.asarray(t.weight)[o]
 
-    np.testing.assert_array_equal(by_edge(trees["auto"]).view(np.uint8),
-                                  by_edge(trees["dask"]).view(np.uint8))
+def _weights_by_edge(t):
+    """A tree's weights in the order of its edges (min end, max end)."""
+    lo, hi = np.minimum(t.source, t.target), np.maximum(t.source, t.target)
+    return np.asarray(t.weight)[np.lexsort([hi, lo])]
 
 
 @pytest.mark.parametrize("box_size", [None, 1.0])
@@ -249,14 +249,8 @@ def test_nccl_shuffle_equals_dask_shuffle(gpu_client, box_size):
         assert edge_set(trees[mode].source, trees[mode].target) == \
             edge_set(ref.source, ref.target)
     assert trees["nccl"].report.bytes_moved["shuffle"] > 0
-
-    def by_edge(t):
-        lo, hi = np.minimum(t.source, t.target), np.maximum(t.source, t.target)
-        o = np.lexsort([hi, lo])
-        return np.asarray(t.weight)[o]
-
-    np.testing.assert_array_equal(by_edge(trees["nccl"]).view(np.uint8),
-                                  by_edge(trees["dask"]).view(np.uint8))
+    np.testing.assert_array_equal(_weights_by_edge(trees["nccl"]).view(np.uint8),
+                                  _weights_by_edge(trees["dask"]).view(np.uint8))
     assert np.isclose(trees["nccl"].total_weight, ref.total_weight, rtol=1e-6)
 
 

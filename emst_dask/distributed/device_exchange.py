@@ -137,21 +137,29 @@ def read_on_device(client, src, workers: list, P: int, min_samples: int, backend
     overlapping the reads), and the split starts from device memory.
     """
     from ..io.source import ArrayPoints, DaskPoints
-    from ..kernels import device_memory
-    from ..partitioned.sizing import device_boxes_fit
 
     if (len(workers) != 1 or P < 2 or min_samples > 1 or backend == "cpu"
             or nccl.exchange_mode() == "dask" or isinstance(src, (ArrayPoints, DaskPoints))):
         return None
     place = workers[0]
-    try:
-        memory = client.run(device_memory, backend, workers=[place]).get(place)
-    except Exception:  # the worker gone meanwhile: the host path copes
-        return None
-    if not device_boxes_fit(src.n, src.d, src.compute_dtype, P, memory):
+    if not _boxes_fit(client, place, backend, src.n, src.d, src.compute_dtype, P):
         return None
     return [client.submit(refusing(stage_task), src, key=f"emst-part-{token}-read-0",
                           workers=[place], allow_other_workers=True, pure=False)]
+
+
+def _boxes_fit(client, place, backend, n: int, d: int, dtype, P: int) -> bool:
+    """Whether the GPU of worker ``place`` holds P boxes of n points for
+    the whole job (``sizing.device_boxes_fit``); False where it has none
+    or cannot be asked (gone meanwhile: the host path copes)."""
+    from ..kernels import device_memory
+    from ..partitioned.sizing import device_boxes_fit
+
+    try:
+        memory = client.run(device_memory, backend, workers=[place]).get(place)
+    except Exception:
+        return False
+    return device_boxes_fit(n, d, np.dtype(dtype), P, memory)
 
 
 def stage_task(src):
@@ -174,19 +182,11 @@ def one_device(ex, blocks: list, partitioning, frame: str, exponent: int):
     or assembly that fails on the GPU (out of memory, say) leaves the
     shuffle to the host, with a warning.
     """
-    from ..kernels import device_memory
-    from ..partitioned.sizing import device_boxes_fit
-
     client, place = ex.client, ex.places[0]
-    try:
-        memory = client.run(device_memory, ex.backend, workers=[place]).get(place)
-    except Exception:  # the worker gone meanwhile: the Dask shuffle copes
-        return None
     P = partitioning.n_boxes
-    d = partitioning.lo.shape[1]
     n = sum(ex.gather([ex.submit(steps.block_rows, b, name=f"rows-{i}")
                        for i, b in enumerate(blocks)]))
-    if not device_boxes_fit(n, d, np.dtype(frame), P, memory):
+    if not _boxes_fit(client, place, ex.backend, n, partitioning.lo.shape[1], frame, P):
         return None
     split = [client.submit(refusing(nccl.split_task), b, partitioning, frame, exponent,
                            key=ex._key(f"dsplit-{i}", None), workers=[place],

@@ -121,8 +121,6 @@ def stage_block(src) -> Block:
     """The whole of a ``PointSource`` read onto this process's GPU as one
     block, as the one-GPU path reads it (pinned buffers, copies
     overlapping the reads, one NaN/inf check on the device)."""
-    from ..io.staging import stage
-
     return Block(0, stage(src, "cuda"))
 
 
