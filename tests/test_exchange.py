@@ -15,9 +15,9 @@ import pytest
 from emst_dask.datasets import GENERATORS
 from emst_dask.partitioned import steps
 from emst_dask.partitioned.boxes import choose_partitioning
-from emst_dask.partitioned.exchange import (assign_boxes_xp, exchange_boxes, face_distances_xp,
-                                            make_plan, pack, split_block_xp)
-from emst_dask.partitioned.boxes import face_distances
+from emst_dask.partitioned.exchange import (assign_boxes_xp, exchange_boxes, make_plan, pack,
+                                            split_block_xp)
+from emst_dask.partitioned.boxes import box_walls, face_distances
 
 from cupy_emu import StableNumpy
 
@@ -126,8 +126,8 @@ def test_plan_refuses_a_rank_outside():
 
 @pytest.mark.parametrize("period", [None, 1.0])
 def test_face_distances_on_any_array_module(period):
-    """The array-module version has the numba version's bits (here on a
-    stand-in module other than numpy: the same operations)."""
+    """The walls' array-module distances have the numba version's bits
+    (here on a stand-in module other than numpy: the same operations)."""
     pts = GENERATORS["halos"](30_000, 3, 2)
     part = choose_partitioning(pts.astype(np.float64), 5)
     if period is not None:
@@ -136,7 +136,7 @@ def test_face_distances_on_any_array_module(period):
         part = replace(part, period=np.full(3, period))
     for k in range(5):
         want = face_distances(part, k, pts)
-        got = face_distances_xp(StableNumpy(), part, k, pts)
+        got = box_walls(part, k).distances(pts, StableNumpy())
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 

@@ -159,7 +159,6 @@ def assemble_boxes(splits: list, partitioning: Partitioning, xp) -> dict:
         dtype = pieces[0].points.dtype if pieces else np.float64
         out[k] = box_of_parts(k, [p.points for p in pieces], [p.gids for p in pieces],
                               partitioning, xp, d, dtype)
-        del pieces
     return out
 
 
@@ -297,9 +296,3 @@ def assign_boxes_xp(xp, part: Partitioning, points):
         out[rows[leaf]] = ~child[leaf]
         rows, node = rows[~leaf], child[~leaf]
     return out
-
-
-def face_distances_xp(xp, part: Partitioning, k: int, points):
-    """``boxes.face_distances`` on ``xp``'s arrays: the same float64
-    operations, so the same bits."""
-    return box_walls(part, k).distances(points, xp)
