@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import zarr
+from distributed import get_task_stream
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from emst_dask import emst
@@ -366,9 +367,9 @@ def test_box_writes_begun_before_phase_2(client, tmp_path, early):
     order = []
     real_submit = dp.DaskExecutor.submit
 
-    def spy(self, fn, *args, box=None, name=""):
+    def spy(self, fn, *args, box=None, name="", **kw):
         order.append(name)
-        return real_submit(self, fn, *args, box=box, name=name)
+        return real_submit(self, fn, *args, box=box, name=name, **kw)
 
     with dask.config.set({EARLY_WRITES_KEY: early}), \
             pytest.MonkeyPatch.context() as mp:
@@ -397,6 +398,148 @@ def test_box_writes_begun_before_phase_2(client, tmp_path, early):
     assert waited == ([3] if early == "on" else [])
     assert not (tmp_path / "f.zarr").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["e.zarr"]    # no temporary left
+
+
+@pytest.mark.parametrize("early", ["on", "off"])
+def test_a_box_write_begins_before_the_next_box_on_its_worker(tmp_path, early):
+    """One worker solving its boxes in turn (one GPU, P boxes): with early
+    writes, box b's edges are copied off the device (``stage``) as soon as
+    box b is solved, and its write starts before the worker takes up box
+    b + 1 (so that it runs beside the next box's phase 1); the last box is
+    written from where it is, beside phase 2.  Without, every write starts
+    after the last box.  The store is the one-box tree either way."""
+    import dask.config
+
+    from emst_dask.distributed.partitioned_output import EARLY_WRITES_KEY
+
+    pts = GENERATORS["halos"](6000, 3, 7)
+    with EmbeddedCluster(n_workers=1, backend="cpu") as emb, \
+            dask.config.set({EARLY_WRITES_KEY: early}):
+        with get_task_stream(client=emb.client) as ts:
+            store = emst(pts, client=emb.client, partitions=3, out=str(tmp_path / "e.zarr"))
+        same_as_single(store.load(), pts)
+    began = {}
+    for t in ts.data:
+        parts = t["key"].split("-")   # emst-part-<token>-<name>-<box>-<n>
+        if parts[3] in ("solve", "stage", "write"):
+            start = min(s["start"] for s in t["startstops"] if s["action"] == "compute")
+            began[parts[3], int(parts[4])] = start
+    staged = [("stage", 0), ("stage", 1)] if early == "on" else []
+    assert sorted(began) == sorted([(nm, b) for nm in ("solve", "write") for b in range(3)]
+                                   + staged)
+    if early == "on":   # the boxes in turn, each staged and its write begun before the next
+        for b in range(2):
+            assert (began["solve", b] < began["stage", b] < began["write", b]
+                    < began["solve", b + 1])
+        assert began["solve", 2] < began["write", 2]
+    else:
+        assert min(began["write", b] for b in range(3)) > max(began["solve", b] for b in range(3))
+
+
+def test_device_arrays_copied_to_the_host_in_pieces(monkeypatch):
+    """``to_host_arrays`` (a box's edges staged for its write): every array
+    whole and in the dtype asked, each cast where it is, whatever the
+    pieces and threads; device arrays through the pinned buffers (a
+    stand-in CuPy here; the device's copies are the GPU tests'), host
+    arrays as they are."""
+    import types
+
+    from emst_dask.io.host_staging import to_host_arrays
+
+    copied = []
+
+    class DevArray:   # what ``is_device_array`` sees as a GPU array
+        __cuda_array_interface__ = {}
+
+        def __init__(self, a):
+            self.a, self.shape, self.dtype = a, a.shape, a.dtype
+
+        def __getitem__(self, key):
+            return DevArray(self.a[key])
+
+        def astype(self, dtype, copy=True):
+            return DevArray(self.a.astype(dtype, copy=copy))
+
+        def get(self, out=None, stream=None):
+            assert stream is not None and out.dtype == self.dtype
+            copied.append(len(self.a))
+            out[...] = self.a
+            return out
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            assert non_blocking
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+    cp = types.ModuleType("cupy")
+    cp.cuda = types.SimpleNamespace(Stream=Stream)
+    cpx = types.ModuleType("cupyx")
+    cpx.empty_pinned = lambda shape, dtype: np.empty(shape, dtype)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cupyx", cpx)
+    u = np.arange(1000, dtype=np.int64)[::-1].copy()
+    w = np.linspace(0, 1, 1000, dtype=np.float64)
+    a, b, c = to_host_arrays([DevArray(u), DevArray(w), u], [np.int32, np.float32,
+                                                                        np.int64],
+                             piece_rows=7, threads=3)
+    assert [type(x) for x in (a, b, c)] == [np.ndarray] * 3
+    assert (a.dtype, b.dtype, c.dtype) == (np.int32, np.float32, np.int64)
+    np.testing.assert_array_equal(a, u)
+    np.testing.assert_array_equal(b, w.astype(np.float32))
+    np.testing.assert_array_equal(c, u)
+    assert sorted(copied) == sorted([7] * 142 + [6] + [7] * 142 + [6])  # two device arrays
+
+
+def test_a_box_the_host_cannot_stage_is_written_from_where_it_is(tmp_path, monkeypatch):
+    """A box whose edges find no room in host memory (``_stage_box`` gives
+    None) is written as it would have been from its phase 1's arrays: the
+    same rows, the same rests for the finisher, the same weight sum."""
+    import types
+
+    import zarr
+
+    from emst_dask.distributed import partitioned_output as po
+    from emst_dask.io.output import resolve_output
+    from emst_dask.io.shared_store import create_shared_store
+    from emst_dask.partitioned.edges import Edges
+
+    rng = np.random.default_rng(3)
+    m = 5000
+    u, v = rng.integers(0, 9000, m), rng.integers(0, 9000, m)
+    w2 = rng.random(m).astype(np.float32)
+    solved = (types.SimpleNamespace(certified=Edges(u, v, w2, u, v)),)
+    before = [dict(certified=123)]
+    got = {}
+    for how in ("staged", "no room"):
+        if how == "no room":
+            def no_room(*a, **k):
+                raise MemoryError("no room")
+            monkeypatch.setattr(po, "to_host_arrays", no_room)
+        staged = po._stage_box(solved, 9000, "<f4", 2)
+        assert (staged is None) == (how == "no room")
+        out = resolve_output(str(tmp_path / f"{how}.zarr"), chunk_rows=1000)
+        store = create_shared_store(out, 10000, np.float32)
+        rests, total = po._write_staged((store, 0.0), staged, solved, 2, "<f4", *before)
+        g = zarr.open_group(store.where, mode="r")
+        got[how] = ([a[1000:5000] for a in (g["source"], g["target"], g["weight"])],
+                    [(at, *(np.asarray(x) for x in r)) for at, *r in rests], total)
+    (a_rows, a_rests, a_total), (b_rows, b_rests, b_total) = got["staged"], got["no room"]
+    for x, y in zip(a_rows, b_rows):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(a_rows[0], u[1000 - 123:5000 - 123])
+    assert a_total == b_total and len(a_rests) == len(b_rests) == 2
+    for ra, rb in zip(a_rests, b_rests):
+        assert ra[0] == rb[0]
+        for x, y in zip(ra[1:], rb[1:]):
+            np.testing.assert_array_equal(x, y)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")

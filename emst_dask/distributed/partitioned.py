@@ -47,7 +47,7 @@ from .nccl import EXCHANGE_KEY, ExchangeFailed
 from .paused import PauseWatch, scatter
 from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
                      unwrap_all, workers_died)
-from .partitioned_output import begin_writes, early_writes_wanted, gather_output, write_output
+from .partitioned_output import BoxWrites, early_writes_wanted, gather_output, write_output
 from .worker import apply_settings
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,10 @@ class DaskExecutor:
         tail = "" if box is None else f"-{box}"
         return f"emst-part-{self.token}-{name or 'step'}{tail}-{self._n}"
 
-    def submit(self, fn, *args, box=None, name=""):
-        """See ``Executor.submit``: a task, on box ``box``'s worker when given (others allowed)."""
-        kw = dict(pure=False, key=self._key(name, box))
+    def submit(self, fn, *args, box=None, name="", urgent=False):
+        """See ``Executor.submit``: a task, on box ``box``'s worker when given
+        (others allowed); an urgent one with a higher priority."""
+        kw = dict(pure=False, key=self._key(name, box), priority=1 if urgent else 0)
         if box is not None:
             kw.update(workers=[self.owner(box)], allow_other_workers=True)
         return self.client.submit(_task(fn), *args, **kw)
@@ -440,34 +441,49 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     report.seconds["read"] = time.perf_counter() - t0
     log.info("partitioned job (P=%d): read took %.2f s", P, report.seconds["read"])
     to_store = output is not None and output.kind == "zarr" and not sort_by_weight
-    started = []  # the box writes begun before phase 2, if any
+    early = to_store and early_writes_wanted(_on_gpus(client, workers, backend))
+    started = []  # the box writes begun as phase 1 goes, if any
 
-    def after_phase1(solved, infos, exponent):
-        if not (to_store and early_writes_wanted(infos)):
-            return None
-        started.append(begin_writes(ex, solved, infos, output, n, dtype, exponent))
-        return started[-1]
+    def after_solve(b, solved, before, more, exponent):
+        if not started:
+            started.append(BoxWrites(ex, output, n, dtype, exponent))
+        return started[0].add(b, solved, before, staged=more)
 
     try:
         res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,
                                    max_rounds=max_rounds, period=period,
-                                   after_phase1=after_phase1)
+                                   after_solve=after_solve if early else None)
     except BaseException as exc:
         # writes already running go on in their workers' threads: let them
         # end before the store's temporary location is cleaned up (briefly
         # for an interrupt: the user is waiting on it)
-        for _created, written, _ in started:
-            wait_quietly(client, written, 30 if isinstance(exc, KeyboardInterrupt) else 600)
+        for writes in started:
+            wait_quietly(client, writes.written,
+                         30 if isinstance(exc, KeyboardInterrupt) else 600)
         raise
     del blocks
     t1 = time.perf_counter()
     try:
         if to_store:
-            return write_output(ex, res, output, src.describe(), t1)
+            return write_output(ex, res, output, src.describe(), t1,
+                                started[0] if started else None)
         return gather_output(ex, res, output, src.describe(), sort_by_weight, t1)
     finally:
         report.seconds["output"] = time.perf_counter() - t1
         log.info("partitioned job (P=%d): output took %.2f s", P, report.seconds["output"])
+
+
+def _on_gpus(client, workers: list, backend: str) -> bool:
+    """Whether every worker of the job solves its boxes on a GPU."""
+    from ..kernels import device_memory
+
+    if backend == "cpu":
+        return False
+    try:
+        found = client.run(device_memory, backend, workers=list(workers))
+    except Exception:  # a worker gone meanwhile: the writes wait for phase 2
+        return False
+    return bool(found) and all(found.get(w) for w in workers)
 
 
 def wait_quietly(client, futures, timeout=600):

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..arrays import is_device_array, to_host
 from ..engine.scaling import weights_exact, weights_from_squares
-from ..io.edge_store import edge_attrs, write_edges
+from ..io.edge_store import edge_attrs, index_dtype, write_edges
+from ..io.host_staging import to_host_arrays
 from ..io.output import zarr_group_attrs
 from ..io.shared_store import (create_shared_store, finish_shared_store, shared_chunk_rows,
                                shared_rest_rows, write_shared_rows)
@@ -43,6 +44,23 @@ def _create(output, n_edges, dtype):
     return create_shared_store(output, n_edges, np.dtype(dtype)), time.time()
 
 
+def _weights(e, exponent: int, dtype):
+    """A box's certified edges' weights in input units, where the edges are
+    (numpy where only the host converts them exactly), and their sum
+    (float64)."""
+    if is_device_array(e.w2):
+        import cupy
+
+        from ..kernels.cuda.sums import sum_float64
+
+        w = weights_exact(cupy, e.w2, exponent, dtype, to_host)
+        if is_device_array(w):
+            return w, sum_float64(w)
+    else:  # a CPU worker's
+        w = weights_from_squares(np.asarray(e.w2), exponent, dtype)
+    return w, float(w.sum(dtype=np.float64))
+
+
 def _write_box(created, solved, at, dtype, exponent):
     """A box's certified edges into rows [at, ...): the whole chunks here,
     the rest returned (on the host: the finisher may run elsewhere); and
@@ -51,19 +69,7 @@ def _write_box(created, solved, at, dtype, exponent):
     buffers)."""
     store, _t0 = created
     e = solved[0].certified
-    dtype = np.dtype(dtype)
-    if is_device_array(e.w2):
-        import cupy
-
-        w = weights_exact(cupy, e.w2, exponent, dtype, to_host)
-    else:  # a CPU worker's, or weights only the host converts exactly
-        w = weights_from_squares(np.asarray(e.w2), exponent, dtype)
-    if is_device_array(w):
-        from ..kernels.cuda.sums import sum_float64
-
-        total = sum_float64(w)
-    else:
-        total = float(w.sum(dtype=np.float64))
+    w, total = _weights(e, exponent, np.dtype(dtype))
     if is_device_array(e.u) or is_device_array(w):
         import cupy
 
@@ -72,21 +78,104 @@ def _write_box(created, solved, at, dtype, exponent):
     return [tuple(to_host(a) for a in r) for r in rest], total
 
 
-def _write_box_beside(created, solved, at, dtype, exponent):
-    """``_write_box`` begun before phase 2: for edges on a GPU the task
-    leaves its worker's slot (``secede``), so that phase 2's tasks run
-    beside the write (the writer uses no numba kernel, whose thread pool
-    takes one launch at a time)."""
-    if is_device_array(solved[0].certified.u):
-        try:
-            from distributed import secede
+def _leave_slot() -> None:
+    """Leave the worker's slot (``secede``) so that its next tasks (phase 2,
+    the place's next box) run beside this one, at a lower priority (this
+    thread and the writer threads it starts)."""
+    try:
+        from distributed import secede
 
-            secede()
-        except ValueError:  # not in a worker's task: nothing to leave
-            pass
-        else:  # a seceded thread ends with its task: its nice goes with it
-            lower_thread_priority(BESIDE_NICE)
+        secede()
+    except ValueError:  # not in a worker's task: nothing to leave
+        pass
+    else:  # a seceded thread ends with its task: its nice goes with it
+        lower_thread_priority(BESIDE_NICE)
+
+
+def _write_box_beside(created, solved, dtype, exponent, *before):
+    """``_write_box`` at the rows after the boxes ``before`` (their
+    ``steps.solve_info``: box b's certified edges go after those of boxes
+    0..b-1), begun before phase 2: for edges on a GPU the task leaves its
+    worker's slot, so that phase 2's tasks run beside the write (the
+    writer uses no numba kernel, whose thread pool takes one launch at a
+    time)."""
+    if is_device_array(solved[0].certified.u):
+        _leave_slot()
+    at = sum(int(i["certified"]) for i in before)
     return _write_box(created, solved, at, dtype, exponent)
+
+
+def _stage_box(solved, n: int, dtype, exponent):
+    """A solved box's certified edges in host memory as the store holds
+    them (ids in its index dtype, weights in input units) and their weight
+    sum: (source, target, weight, total).
+
+    For a place with another box to solve next: copied off the device at
+    once, in the place's slot (``to_host_arrays``, about 6 GB for 500M
+    edges), so that the write then runs from host memory beside the next
+    box's phase 1.  A writer copying from the device beside a phase 1 waits
+    for the busy GPU at every piece (one H200, 500M edges: 6.8 s beside a
+    box's phase 1, of which 3.5 after it ended; 2.8 s from host memory).
+    None where the host has no room for them: the write then copies from
+    the device as it goes."""
+    e = solved[0].certified
+    dtype = np.dtype(dtype)
+    ids = index_dtype(n)
+    try:
+        w, total = _weights(e, exponent, dtype)
+        u, v, w = to_host_arrays([e.u, e.v, w], [ids, ids, dtype])
+    except MemoryError:
+        return None
+    return u, v, w, total
+
+
+def _write_staged(created, staged, solved, exponent, dtype, *before):
+    """A box staged on the host (``_stage_box``) into rows after the boxes
+    ``before``, beside the place's next box (the task leaves its slot);
+    from the device (``solved``) where it could not be staged."""
+    _leave_slot()
+    at = sum(int(i["certified"]) for i in before)
+    if staged is None:
+        return _write_box(created, solved, at, dtype, exponent)
+    store, _t0 = created
+    u, v, w, total = staged
+    return write_shared_rows(store, at, u, v, w), total
+
+
+class BoxWrites:
+    """Every box's certified edges written into one edge store, each box's
+    write submitted as its box is (``add``): (``created``, ``written``)
+    handles for ``write_output``.
+
+    A box's write waits for the box and the infos of the boxes before it
+    (their counts give its rows), not for the whole of phase 1, and is
+    urgent.  Phase 2 leaves those rows alone (its edges go after all the
+    certified ones), so nothing waits for it.
+    """
+
+    def __init__(self, ex, output, n: int, dtype, exponent: int):
+        self.ex, self.n, self.dtype, self.exponent = ex, int(n), np.dtype(dtype), int(exponent)
+        self.created = ex.submit(_create, output, self.n - 1, self.dtype.str, box=0,
+                                 name="create", urgent=True)
+        self.written = []
+
+    def add(self, b: int, solved, before: list, staged: bool = False):
+        """Box ``b``'s write (``solved``: its ``steps.solve``, ``before``: the
+        infos of boxes 0..b-1, handles or values).  ``staged``: its place
+        solves another box next: the edges are first copied to the host in
+        the place's slot, and that copy's handle is returned, for the next
+        box to wait for (else None)."""
+        ex, dt = self.ex, self.dtype.str
+        if not staged:
+            self.written.append(ex.submit(_write_box_beside, self.created, solved, dt,
+                                          self.exponent, *before, box=b, name="write",
+                                          urgent=True))
+            return None
+        host = ex.submit(_stage_box, solved, self.n, dt, self.exponent, box=b, name="stage",
+                         urgent=True)
+        self.written.append(ex.submit(_write_staged, self.created, host, solved, self.exponent,
+                                      dt, *before, box=b, name="write", urgent=True))
+        return host
 
 
 def lower_thread_priority(increment: int) -> bool:
@@ -142,44 +231,34 @@ def _finish(created, began, attrs, forest, at, n, dtype, exponent, cores, *writt
                                                         **attrs), core)
 
 
-def early_writes_wanted(infos) -> bool:
-    """Whether the box writes begin before phase 2: the setting
-    ``emst_dask.partitioned.early-writes`` ("auto": where the boxes were
-    solved on GPUs, whose writers can run beside phase 2; "on"; "off")."""
+def early_writes_wanted(on_gpus: bool) -> bool:
+    """Whether each box's write begins as soon as the box is solved, beside
+    the rest of phase 1 and phase 2: the setting
+    ``emst_dask.partitioned.early-writes`` ("auto": where the boxes are
+    solved on GPUs, ``on_gpus``, whose writers can run beside the GPU's
+    work; "on"; "off": the writes after phase 2)."""
     import dask.config
 
     mode = str(dask.config.get(EARLY_WRITES_KEY, "auto")).lower()
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"dask config {EARLY_WRITES_KEY} must be 'auto', 'on' or 'off', "
                          f"got {mode!r}")
-    return mode == "on" or (mode == "auto" and all(i["backend"] == "cuda" for i in infos))
+    return mode == "on" or (mode == "auto" and bool(on_gpus))
 
 
-def begin_writes(ex, solved, infos, output, n: int, dtype, exponent: int) -> tuple:
-    """The store created and every box's certified edges written into it,
-    submitted when phase 1 ends: (created, written, offsets) handles for
-    ``write_output``.  Phase 2 leaves those rows alone (its edges go after
-    all the certified ones), so nothing waits for it."""
-    dtype = np.dtype(dtype)
-    counts = [int(i["certified"]) for i in infos]
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    created = ex.submit(_create, output, n - 1, dtype.str, box=0, name="create")
-    written = [ex.submit(_write_box_beside, created, s, int(offsets[b]), dtype.str, exponent,
-                         box=b, name="write") for b, s in enumerate(solved)]
-    return created, written, offsets
-
-
-def write_output(ex, res: Partitioned, output, where: str, t_start: float):
+def write_output(ex, res: Partitioned, output, where: str, t_start: float,
+                 writes: BoxWrites | None = None):
     """Every box's worker writes its certified edges into one edge store
-    (begun already when ``res.early`` holds ``begin_writes``' handles)."""
+    (begun already as phase 1 went where ``writes`` holds them)."""
     report = res.report
     dtype = np.dtype(res.dtype)
     counts = [int(i["certified"]) for i in res.infos]
-    if res.early is not None:
-        created, written, offsets = res.early
-    else:
-        created, written, offsets = begin_writes(ex, res.solved, res.infos, output, res.n,
-                                                 dtype, res.exponent)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    early = writes is not None
+    if not early:
+        writes = BoxWrites(ex, output, res.n, dtype, res.exponent)
+        for b, s in enumerate(res.solved):
+            writes.add(b, s, res.infos[:b])
     C = shared_chunk_rows(res.n - 1, output.chunk_rows)
     per_edge = 16 + dtype.itemsize
     report.bytes_moved["output"] = int(sum(
@@ -191,9 +270,10 @@ def write_output(ex, res: Partitioned, output, where: str, t_start: float):
                  backend=res.backend, iterations=0, timings=dict(report.seconds), input=where,
                  extra={"partitioned": report.as_dict(), "job": output.token},
                  box_size=res.period)
-    began = None if res.early is None else time.time() - (time.perf_counter() - t_start)
-    fut = ex.submit(_finish, created, began, attrs, res.forest, int(offsets[-1]), res.n, dtype.str,
-                    res.exponent, list(res.cores or []), *written, box=0, name="finish")
+    began = time.time() - (time.perf_counter() - t_start) if early else None
+    fut = ex.submit(_finish, writes.created, began, attrs, res.forest, int(offsets[-1]), res.n,
+                    dtype.str, res.exponent, list(res.cores or []), *writes.written, box=0,
+                    name="finish")
     return ex.gather([fut])[0]
 
 

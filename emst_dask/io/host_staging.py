@@ -99,3 +99,52 @@ class _Claim:
         if self.item is None:
             self.item = self.staging._pool().get()
         return self.item
+
+
+def to_host_arrays(arrays, dtypes, piece_rows: int = 1 << 22, threads: int | None = None) -> list:
+    """Arrays copied into new host arrays of ``dtypes``: a device array cast
+    on the device and copied in pieces through pinned buffers by a pool of
+    threads (near the link's rate, where one pageable copy runs near
+    2.5 GB/s); a host array cast where its dtype differs.
+
+    Parameters
+    ----------
+    arrays : list of (m_i,) numpy or cupy arrays
+    dtypes : list of numpy dtypes, one per array
+    piece_rows : int
+        Rows a thread copies at a time.
+    threads : int, optional
+        Copying threads (default: the writers').
+
+    Returns
+    -------
+    list of (m_i,) numpy arrays
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .reading import default_threads
+
+    outs, jobs = [], []
+    for data, dt in zip(arrays, dtypes):
+        dt = np.dtype(dt)
+        if not is_device_array(data):
+            outs.append(np.asarray(data, dtype=dt))
+            continue
+        m = int(data.shape[0])
+        out = np.empty(m, dt)
+        outs.append(out)
+        jobs += [(data, out, a, min(a + piece_rows, m)) for a in range(0, m, piece_rows)]
+    if not jobs:
+        return outs
+    threads = min(threads or default_threads(), len(jobs))
+    staging = HostStaging(piece_rows * max(out.dtype.itemsize for _, out, _, _ in jobs), threads)
+
+    def work(job):
+        data, out, a, b = job
+        with staging.buffer() as claim:
+            out[a:b] = staging.to_host(data, a, b, out.dtype, claim)
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="emst-stage") as pool:
+        for f in [pool.submit(work, j) for j in jobs]:
+            f.result()
+    return outs

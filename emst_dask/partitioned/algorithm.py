@@ -68,8 +68,11 @@ class Executor(Protocol):
     def owner(self, box: int) -> Any:
         """The place box ``box`` lives on."""
 
-    def submit(self, fn: Callable, *args, box: int | None = None, name: str = "") -> Any:
-        """Run ``fn(*args)`` (on box ``box``'s place, when given)."""
+    def submit(self, fn: Callable, *args, box: int | None = None, name: str = "",
+               urgent: bool = False) -> Any:
+        """Run ``fn(*args)`` (on box ``box``'s place, when given); an urgent
+        step runs before the place's other waiting steps (a small step that
+        lets work begin beside the others, as a box's write does)."""
 
     def item(self, handle, key, box: int | None = None) -> Any:
         """``handle[key]`` as a handle (computed where ``handle`` is)."""
@@ -120,7 +123,6 @@ class Partitioned:
     report: PartitionReport
     period: Any = None
     exponent: int = 0
-    early: Any = None         # what ``after_phase1`` started (the box writes), or None
 
 
 @contextlib.contextmanager
@@ -138,7 +140,7 @@ def phase(report: PartitionReport, name: str):
 
 def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_samples: int,
             backend: str, report: PartitionReport, *, seed: int = 0, max_rounds: int = 8,
-            certificate: str = "auto", period=None, after_phase1=None) -> Partitioned:
+            certificate: str = "auto", period=None, after_solve=None) -> Partitioned:
     """The exact EMST of the cloud in ``blocks``, split into P boxes.
 
     Parameters
@@ -165,10 +167,14 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         A periodic box: the boxes tile [0, period), a face on the global
         boundary is shared with the box at the other end of its axis, and
         every distance is minimum-image.
-    after_phase1 : callable, optional
-        ``after_phase1(solved, infos, exponent)``, called once phase 1's
-        certified edges are known, before phase 2 (the output step starts
-        writing them there); its value is ``Partitioned.early``.
+    after_solve : callable, optional
+        ``after_solve(b, solved, before, more, exponent)``, called as box b's
+        phase 1 is submitted (``solved``: its ``steps.solve`` handle,
+        ``before``: the ``steps.solve_info`` handles of boxes 0..b-1,
+        ``more``: whether its place solves another box after it): the
+        output step submits the box's write there, to begin as soon as the
+        box is solved.  It returns a handle the place's next box waits for
+        (the write's copy off the device), or None.
     """
     dtype = np.dtype(dtype)
     with phase(report, "partition"):
@@ -180,14 +186,14 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         with phase(report, "core_distances"):
             boxes, cores = core_distances(ex, boxes, partitioning, min_samples, backend, report)
     with phase(report, "phase1"):
-        solved, infos = solve_boxes(ex, boxes, min_samples, backend, certificate, report)
-    early = None if after_phase1 is None else after_phase1(solved, infos, exponent)
+        solved, infos = solve_boxes(ex, boxes, min_samples, backend, certificate, report,
+                                    after_solve and (lambda *a: after_solve(*a, exponent)))
     with phase(report, "phase2"):
         forest = connect_super_vertices(ex, boxes, solved, infos, partitioning, n, frame,
                                         min_samples, backend, report, max_rounds)
     report.radius = float(np.ldexp(report.radius, -exponent))
     return Partitioned(n, d, dtype, min_samples, infos[0]["backend"], solved, infos, forest,
-                       cores, report, period, exponent, early)
+                       cores, report, period, exponent)
 
 
 def split_into_boxes(ex: Executor, blocks: list, n: int, P: int, seed: int,
@@ -285,11 +291,30 @@ def core_distances(ex: Executor, boxes: list, partitioning: Partitioning, k: int
 
 
 def solve_boxes(ex: Executor, boxes: list, k: int, backend: str, certificate: str,
-                report: PartitionReport):
-    """Phase 1 on every box at once."""
-    solved = [ex.submit(steps.solve, bx, k, backend, certificate, box=b, name="solve")
-              for b, bx in enumerate(boxes)]
-    infos = ex.gather([ex.submit(steps.solve_info, s, box=b) for b, s in enumerate(solved)])
+                report: PartitionReport, after_solve=None):
+    """Phase 1 on every box at once: (solved, infos).
+
+    With ``after_solve`` (the box writes, begun as each box is solved), a
+    place that solves several boxes in turn (one GPU, P boxes) takes up a
+    box only after what ``after_solve`` gave for its previous one (the
+    previous box's edges copied off the device; else its info), which is
+    urgent: so that box's write begins, and leaves the place's slot,
+    before the next box's phase 1, and runs beside it instead of after the
+    place's last box."""
+    places = [ex.owner(b) for b in range(len(boxes))]
+    solved, info_handles, turn = [], [], {}
+    for b, bx in enumerate(boxes):
+        after = [turn[places[b]]] if places[b] in turn else []
+        solved.append(ex.submit(steps.solve, bx, k, backend, certificate, *after, box=b,
+                                name="solve"))
+        info_handles.append(ex.submit(steps.solve_info, solved[b], box=b, name="info",
+                                      urgent=True))
+        if after_solve is not None:
+            more = places[b] in places[b + 1:]
+            turn[places[b]] = (after_solve(b, solved[b], info_handles[:b], more)
+                               or info_handles[b])
+    del turn
+    infos = ex.gather(info_handles)
     sizes = ex.gather([ex.submit(steps.box_info, bx, box=b) for b, bx in enumerate(boxes)])
     report.boxes = [dict(box=b, worker=str(ex.owner(b)), n=s["n"], certified=i["certified"],
                          uncertified=i["uncertified"], super_vertices=i["n_super"],

@@ -32,7 +32,7 @@ class LocalExecutor:
         """See ``Executor.owner``: box ``box``'s place is ``box``."""
         return box
 
-    def submit(self, fn, *args, box=None, name=""):
+    def submit(self, fn, *args, box=None, name="", urgent=False):
         """See ``Executor.submit``: runs ``fn`` at once, here."""
         return fn(*args)
 
