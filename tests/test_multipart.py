@@ -499,11 +499,11 @@ def test_device_arrays_copied_to_the_host_in_pieces(monkeypatch):
 
 
 def test_a_box_the_host_cannot_stage_is_written_from_where_it_is(tmp_path, monkeypatch):
-    """A box whose edges find no room in host memory (``_stage_box`` gives
-    None) is written as it would have been from its phase 1's arrays: the
-    same rows, the same rests for the finisher, the same weight sum."""
-    import types
-
+    """A box's certified edges moved to the host for its write leave its
+    solve result (the rest of it unchanged, for phase 2); a box whose
+    edges find no room in host memory keeps them and is written from
+    there: the same rows, the same rests for the finisher, the same weight
+    sum either way."""
     import zarr
 
     from emst_dask.distributed import partitioned_output as po
@@ -511,11 +511,15 @@ def test_a_box_the_host_cannot_stage_is_written_from_where_it_is(tmp_path, monke
     from emst_dask.io.shared_store import create_shared_store
     from emst_dask.partitioned.edges import Edges
 
+    from emst_dask.partitioned.phase1 import BoxResult
+
     rng = np.random.default_rng(3)
     m = 5000
     u, v = rng.integers(0, 9000, m), rng.integers(0, 9000, m)
     w2 = rng.random(m).astype(np.float32)
-    solved = (types.SimpleNamespace(certified=Edges(u, v, w2, u, v)),)
+    rest = Edges(u[:10], v[:10], w2[:10], u[:10], v[:10])
+    solved = (BoxResult(Edges(u, v, w2, u, v), rest, np.zeros(9000, np.int32),
+                        np.arange(9000), 0.5, 7, {}), 1.25, "cpu")
     before = [dict(certified=123)]
     got = {}
     for how in ("staged", "no room"):
@@ -524,10 +528,15 @@ def test_a_box_the_host_cannot_stage_is_written_from_where_it_is(tmp_path, monke
                 raise MemoryError("no room")
             monkeypatch.setattr(po, "to_host_arrays", no_room)
         staged = po._stage_box(solved, 9000, "<f4", 2)
-        assert (staged is None) == (how == "no room")
+        left, host = staged
+        if how == "no room":   # written from where the edges are
+            assert host is None and left is solved
+        else:   # the edges left the solve result; the rest of it is phase 2's, as it was
+            assert len(left[0].certified) == 0 and left[1:] == solved[1:]
+            assert left[0].uncertified is rest and left[0].n_super == 7
         out = resolve_output(str(tmp_path / f"{how}.zarr"), chunk_rows=1000)
         store = create_shared_store(out, 10000, np.float32)
-        rests, total = po._write_staged((store, 0.0), staged, solved, 2, "<f4", *before)
+        rests, total = po._write_staged((store, 0.0), staged, "<f4", 2, *before)
         g = zarr.open_group(store.where, mode="r")
         got[how] = ([a[1000:5000] for a in (g["source"], g["target"], g["weight"])],
                     [(at, *(np.asarray(x) for x in r)) for at, *r in rests], total)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from ..io.shared_store import (create_shared_store, finish_shared_store, shared_
 from ..partitioned import steps
 from ..partitioned.algorithm import Partitioned
 from ..partitioned.assemble import assemble_tree
+from ..partitioned.edges import Edges
 
 #: dask.config key: whether the box writes begin before phase 2
 EARLY_WRITES_KEY = "emst_dask.partitioned.early-writes"
@@ -106,39 +108,43 @@ def _write_box_beside(created, solved, dtype, exponent, *before):
 
 
 def _stage_box(solved, n: int, dtype, exponent):
-    """A solved box's certified edges in host memory as the store holds
-    them (ids in its index dtype, weights in input units) and their weight
-    sum: (source, target, weight, total).
+    """A solved box's certified edges moved to host memory as the store
+    holds them (ids in its index dtype, weights in input units): (the solve
+    result without them, (source, target, weight, weight sum)).
 
     For a place with another box to solve next: copied off the device at
     once, in the place's slot (``to_host_arrays``, about 6 GB for 500M
     edges), so that the write then runs from host memory beside the next
-    box's phase 1.  A writer copying from the device beside a phase 1 waits
-    for the busy GPU at every piece (one H200, 500M edges: 6.8 s beside a
-    box's phase 1, of which 3.5 after it ended; 2.8 s from host memory).
-    None where the host has no room for them: the write then copies from
-    the device as it goes."""
-    e = solved[0].certified
+    box's phase 1, and the device holds the edges no longer (phase 2 takes
+    the box from the result returned here).  A writer copying from the
+    device beside a phase 1 waits for the busy GPU at every piece (one
+    H200, 500M edges: 6.8 s beside a box's phase 1, of which 3.5 after it
+    ended; 2.8 s from host memory).  Where the host has no room for them:
+    (``solved`` as it is, None), and the write copies from the device as
+    it goes."""
+    res = solved[0]
+    e = res.certified
     dtype = np.dtype(dtype)
     ids = index_dtype(n)
     try:
         w, total = _weights(e, exponent, dtype)
         u, v, w = to_host_arrays([e.u, e.v, w], [ids, ids, dtype])
     except MemoryError:
-        return None
-    return u, v, w, total
+        return solved, None
+    return (replace(res, certified=Edges.empty(e.w2.dtype)), *solved[1:]), (u, v, w, total)
 
 
-def _write_staged(created, staged, solved, exponent, dtype, *before):
+def _write_staged(created, staged, dtype, exponent, *before):
     """A box staged on the host (``_stage_box``) into rows after the boxes
     ``before``, beside the place's next box (the task leaves its slot);
-    from the device (``solved``) where it could not be staged."""
+    from the device where it could not be staged."""
     _leave_slot()
     at = sum(int(i["certified"]) for i in before)
-    if staged is None:
+    solved, host = staged
+    if host is None:
         return _write_box(created, solved, at, dtype, exponent)
     store, _t0 = created
-    u, v, w, total = staged
+    u, v, w, total = host
     return write_shared_rows(store, at, u, v, w), total
 
 
@@ -162,20 +168,21 @@ class BoxWrites:
     def add(self, b: int, solved, before: list, staged: bool = False):
         """Box ``b``'s write (``solved``: its ``steps.solve``, ``before``: the
         infos of boxes 0..b-1, handles or values).  ``staged``: its place
-        solves another box next: the edges are first copied to the host in
-        the place's slot, and that copy's handle is returned, for the next
-        box to wait for (else None)."""
+        solves another box next: the edges are first moved to the host in
+        the place's slot (``_stage_box``), and that step's handle is
+        returned (item 0 is the box's solve result without them: what
+        phase 2 takes, and the place's next box waits for it); else None."""
         ex, dt = self.ex, self.dtype.str
         if not staged:
             self.written.append(ex.submit(_write_box_beside, self.created, solved, dt,
                                           self.exponent, *before, box=b, name="write",
                                           urgent=True))
             return None
-        host = ex.submit(_stage_box, solved, self.n, dt, self.exponent, box=b, name="stage",
-                         urgent=True)
-        self.written.append(ex.submit(_write_staged, self.created, host, solved, self.exponent,
-                                      dt, *before, box=b, name="write", urgent=True))
-        return host
+        moved = ex.submit(_stage_box, solved, self.n, dt, self.exponent, box=b, name="stage",
+                          urgent=True)
+        self.written.append(ex.submit(_write_staged, self.created, moved, dt, self.exponent,
+                                      *before, box=b, name="write", urgent=True))
+        return moved
 
 
 def lower_thread_priority(increment: int) -> bool:

@@ -173,8 +173,10 @@ def compute(ex: Executor, blocks: list, n: int, d: int, dtype, P: int, min_sampl
         ``before``: the ``steps.solve_info`` handles of boxes 0..b-1,
         ``more``: whether its place solves another box after it): the
         output step submits the box's write there, to begin as soon as the
-        box is solved.  It returns a handle the place's next box waits for
-        (the write's copy off the device), or None.
+        box is solved.  It returns None, or where it moves the box's
+        certified edges off the device first, that step's handle: the
+        place's next box waits for it, and its item 0 is the box's solve
+        result without them, which phase 2 takes instead.
     """
     dtype = np.dtype(dtype)
     with phase(report, "partition"):
@@ -297,10 +299,11 @@ def solve_boxes(ex: Executor, boxes: list, k: int, backend: str, certificate: st
     With ``after_solve`` (the box writes, begun as each box is solved), a
     place that solves several boxes in turn (one GPU, P boxes) takes up a
     box only after what ``after_solve`` gave for its previous one (the
-    previous box's edges copied off the device; else its info), which is
-    urgent: so that box's write begins, and leaves the place's slot,
-    before the next box's phase 1, and runs beside it instead of after the
-    place's last box."""
+    previous box's certified edges moved off the device; else its info),
+    which is urgent: so that box's write begins, and leaves the place's
+    slot, before the next box's phase 1, and runs beside it instead of
+    after the place's last box; and the device no longer holds those
+    edges while the next box is solved."""
     places = [ex.owner(b) for b in range(len(boxes))]
     solved, info_handles, turn = [], [], {}
     for b, bx in enumerate(boxes):
@@ -310,9 +313,10 @@ def solve_boxes(ex: Executor, boxes: list, k: int, backend: str, certificate: st
         info_handles.append(ex.submit(steps.solve_info, solved[b], box=b, name="info",
                                       urgent=True))
         if after_solve is not None:
-            more = places[b] in places[b + 1:]
-            turn[places[b]] = (after_solve(b, solved[b], info_handles[:b], more)
-                               or info_handles[b])
+            moved = after_solve(b, solved[b], info_handles[:b], places[b] in places[b + 1:])
+            if moved is not None:   # the certified edges left the device: phase 2 takes
+                solved[b] = ex.item(moved, 0, box=b)   # the box from there
+            turn[places[b]] = info_handles[b] if moved is None else moved
     del turn
     infos = ex.gather(info_handles)
     sizes = ex.gather([ex.submit(steps.box_info, bx, box=b) for b, bx in enumerate(boxes)])
