@@ -157,6 +157,18 @@ class BoxWrites:
     (their counts give its rows), not for the whole of phase 1, and is
     urgent.  Phase 2 leaves those rows alone (its edges go after all the
     certified ones), so nothing waits for it.
+
+    Parameters
+    ----------
+    ex : DaskExecutor
+    output : Output
+        The edge store (a resolved output of kind "zarr").
+    n : int
+        Points of the cloud (the store holds n - 1 edges).
+    dtype : float32 or float64
+        The weights' dtype.
+    exponent : int
+        The frame's scaling (``Partitioned.exponent``).
     """
 
     def __init__(self, ex, output, n: int, dtype, exponent: int):
