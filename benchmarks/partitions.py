@@ -132,17 +132,26 @@ def make_chunked(snap, args) -> SnapshotRows:
 
 
 def parse_runs(spec, partitions):
-    """[(workers or None, "single" | P, shuffle)]: ``--runs 1:single,2:2,2:2@dask``
-    (``@dask`` or ``@nccl``: how the shuffle moves points; default the
-    library's choice); without it the one-worker job and every P of
-    ``--partitions`` on one cluster."""
+    """[(workers or None, "single" | P, shuffle, settings)]: ``--runs
+    1:single,2:2,2:2@dask,1:2+stage-writes=all`` (``@dask`` or ``@nccl``:
+    how the shuffle moves points; default the library's choice;
+    ``+name=value``: the dask.config setting ``emst_dask.partitioned.name``
+    for that run, several ``+`` allowed); without it the one-worker job and
+    every P of ``--partitions`` on one cluster."""
     if not spec:
-        return [(None, "single", None)] + [(None, int(p), None) for p in partitions.split(",")]
+        return ([(None, "single", None, {})]
+                + [(None, int(p), None, {}) for p in partitions.split(",")])
     out = []
     for item in spec.split(","):
+        item, *extra = item.split("+")
+        settings = {}
+        for kv in extra:
+            name, _, value = kv.partition("=")
+            settings[f"emst_dask.partitioned.{name}"] = value
         w, mode = item.split(":")
         mode, _, how = mode.partition("@")
-        out.append((int(w), mode if mode in ("single", "auto") else int(mode), how or None))
+        out.append((int(w), mode if mode in ("single", "auto") else int(mode), how or None,
+                    settings))
     return out
 
 
@@ -402,7 +411,7 @@ def main(argv=None):
     store = os.path.join(tmp, "edges.zarr") if args.out_store else None
     # every run writes a new store: removing the last run's gigabytes is
     # not part of a job (overwrite=True would time it)
-    for W in sorted({w for w, _, _ in runs}, key=lambda w: (w is not None, w or 0)):
+    for W in sorted({w for w, _, _, _ in runs}, key=lambda w: (w is not None, w or 0)):
         cl_kw = {}
         if W:
             cl_kw["n_workers"] = W
@@ -424,7 +433,7 @@ def main(argv=None):
             # same kinds of job as the timed ones (a snapshot, an edge store:
             # the write path has kernels of its own)
             warm_up(cl, tmp, args, max(2, n_workers), store is not None)
-            for w, mode, how in runs:
+            for w, mode, how, settings in runs:
                 if w != W:
                     continue
                 kw = dict(client=cl, min_samples=args.min_samples, backend=args.backend)
@@ -441,7 +450,7 @@ def main(argv=None):
                         shutil.rmtree(store, ignore_errors=True)
                     source = persist(cl, snap, args.backend) if args.persisted else snap
                     with get_task_stream(client=cl) as stream, \
-                            dask.config.set({EXCHANGE_KEY: how or "auto"}):
+                            dask.config.set({EXCHANGE_KEY: how or "auto", **settings}):
                         t0, wall0 = time.perf_counter(), time.time()
                         res = emst_dask.emst(source, **kw)
                         secs = time.perf_counter() - t0
@@ -468,7 +477,7 @@ def main(argv=None):
                     res.attrs.get("partitioned") if store else getattr(tree, "report", None))
                 rep = rep.as_dict() if hasattr(rep, "as_dict") else rep
                 row = dict(mode="single" if mode == "single" or rep is None else "partitioned",
-                           asked=mode, shuffle_asked=how or "auto",
+                           asked=mode, shuffle_asked=how or "auto", settings=settings,
                            shuffle_by=None if rep is None else rep.get("shuffle_by"),
                            source="persisted dask array" if args.persisted
                            else "zarr snapshot",
@@ -487,7 +496,9 @@ def main(argv=None):
                     row["report"] = rep
                 rows.append(row)
                 dump()
-                print(f"W={n_workers} {mode}{'@' + how if how else ''}: {secs:.2f} s, "
+                print(f"W={n_workers} {mode}{'@' + how if how else ''}"
+                      f"{''.join(f'+{k.rsplit(chr(46), 1)[-1]}={v}' for k, v in settings.items())}"
+                      f": {secs:.2f} s, "
                       f"shuffle by {row['shuffle_by']}, {check}"
                       + (f", rounds {rep['rounds']}, moved "
                          f"{rep['total_bytes_moved'] / 1e6:.1f} MB {rep['bytes_moved']}, "

@@ -400,21 +400,24 @@ def test_box_writes_begun_before_phase_2(client, tmp_path, early):
     assert [p.name for p in tmp_path.iterdir()] == ["e.zarr"]    # no temporary left
 
 
-@pytest.mark.parametrize("early", ["on", "off"])
-def test_a_box_write_begins_before_the_next_box_on_its_worker(tmp_path, early):
+@pytest.mark.parametrize("early,stage", [("on", "auto"), ("on", "all"), ("on", "off"),
+                                         ("off", "auto")])
+def test_a_box_write_begins_before_the_next_box_on_its_worker(tmp_path, early, stage):
     """One worker solving its boxes in turn (one GPU, P boxes): with early
     writes, box b's edges are copied off the device (``stage``) as soon as
     box b is solved, and its write starts before the worker takes up box
     b + 1 (so that it runs beside the next box's phase 1); the last box is
-    written from where it is, beside phase 2.  Without, every write starts
-    after the last box.  The store is the one-box tree either way."""
+    written from where it is, beside phase 2, unless ``stage-writes`` is
+    "all" (then it is staged too; "off": no box is).  Without early
+    writes, every write starts after the last box.  The store is the
+    one-box tree every way."""
     import dask.config
 
-    from emst_dask.distributed.partitioned_output import EARLY_WRITES_KEY
+    from emst_dask.distributed.partitioned_output import EARLY_WRITES_KEY, STAGE_WRITES_KEY
 
     pts = GENERATORS["halos"](6000, 3, 7)
     with EmbeddedCluster(n_workers=1, backend="cpu") as emb, \
-            dask.config.set({EARLY_WRITES_KEY: early}):
+            dask.config.set({EARLY_WRITES_KEY: early, STAGE_WRITES_KEY: stage}):
         with get_task_stream(client=emb.client) as ts:
             store = emst(pts, client=emb.client, partitions=3, out=str(tmp_path / "e.zarr"))
         same_as_single(store.load(), pts)
@@ -424,16 +427,34 @@ def test_a_box_write_begins_before_the_next_box_on_its_worker(tmp_path, early):
         if parts[3] in ("solve", "stage", "write"):
             start = min(s["start"] for s in t["startstops"] if s["action"] == "compute")
             began[parts[3], int(parts[4])] = start
-    staged = [("stage", 0), ("stage", 1)] if early == "on" else []
+    staged = {("on", "auto"): [0, 1], ("on", "all"): [0, 1, 2]}.get((early, stage), [])
     assert sorted(began) == sorted([(nm, b) for nm in ("solve", "write") for b in range(3)]
-                                   + staged)
-    if early == "on":   # the boxes in turn, each staged and its write begun before the next
+                                   + [("stage", b) for b in staged])
+    if early == "on":
+        for b in range(3):
+            assert began["solve", b] < began["write", b]
+    if staged:   # the boxes in turn, each staged and its write begun before the next
         for b in range(2):
             assert (began["solve", b] < began["stage", b] < began["write", b]
                     < began["solve", b + 1])
-        assert began["solve", 2] < began["write", 2]
-    else:
+    if stage == "all":
+        assert began["solve", 2] < began["stage", 2] < began["write", 2]
+    if early == "off":
         assert min(began["write", b] for b in range(3)) > max(began["solve", b] for b in range(3))
+
+
+def test_a_wrong_stage_writes_setting_is_refused_before_the_job(client, tmp_path):
+    """``stage-writes`` other than auto, all or off: a clear error naming
+    the setting, and no store."""
+    import dask.config
+
+    from emst_dask.distributed.partitioned_output import EARLY_WRITES_KEY, STAGE_WRITES_KEY
+
+    pts = GENERATORS["halos"](3000, 3, 8)
+    with dask.config.set({EARLY_WRITES_KEY: "on", STAGE_WRITES_KEY: "sometimes"}), \
+            pytest.raises(ValueError, match="stage-writes"):
+        emst(pts, client=client, partitions=2, out=str(tmp_path / "e.zarr"))
+    assert not (tmp_path / "e.zarr").exists()
 
 
 def test_device_arrays_copied_to_the_host_in_pieces(monkeypatch):

@@ -298,16 +298,26 @@ def _certificate_every_round_over_the_box(s, t, rank, w2, face2, n):
     return certified, labels
 
 
+@pytest.mark.parametrize("renumber_at", [4, 0])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cloud", ["halos", "lattice", "copies"])
-def test_certificate_equals_rounds_over_the_box_in_the_strict_order(cloud, dtype):
+def test_certificate_equals_rounds_over_the_box_in_the_strict_order(cloud, dtype, renumber_at,
+                                                                   monkeypatch):
     """The certificate's round 1 without an order of the edges (a packed
     (weight, min) word a point, ties by max; float64: ranks), its later
-    rounds on the components the uncertified edges touch, renumbered: the
-    same kept edges and the same roots as rounds over the whole box in the
+    rounds on the components the uncertified edges touch, renumbered again
+    as they thin out (``renumber_at`` 0: after every round): the same
+    kept edges and the same roots as rounds over the whole box in the
     strict order, on clouds with ties and duplicates too."""
     from emst_dask.engine.order import strict_edge_order
+    from emst_dask.partitioned import certificate
     from emst_dask.partitioned.certificate import boruvka_certificate
+
+    monkeypatch.setattr(certificate, "RENUMBER_AT", renumber_at)
+    renumbered = []
+    _renumber = certificate._renumber
+    monkeypatch.setattr(certificate, "_renumber",
+                        lambda *a: renumbered.append(a[-1]) or _renumber(*a))
     from emst_dask.partitioned.phase1 import run_engine
 
     rng = np.random.default_rng(5)
@@ -333,6 +343,8 @@ def test_certificate_equals_rounds_over_the_box_in_the_strict_order(cloud, dtype
     want_c, want_l = _certificate_every_round_over_the_box(s, t, rank, w2f, face2, n)
     got_c, got_l = boruvka_certificate(np, s, t, w2, face2, n)
     assert 0 < want_c.sum() < n - 1
+    # renumbered after round 1, and again as the rounds went on
+    assert renumbered[0] == n and len(renumbered) >= (3 if renumber_at == 0 else 1)
     np.testing.assert_array_equal(got_c, want_c)
     np.testing.assert_array_equal(got_l, want_l)
     assert np.all(got_l[got_l] == got_l)                 # roots label themselves

@@ -47,7 +47,8 @@ from .nccl import EXCHANGE_KEY, ExchangeFailed
 from .paused import PauseWatch, scatter
 from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
                      unwrap_all, workers_died)
-from .partitioned_output import BoxWrites, early_writes_wanted, gather_output, write_output
+from .partitioned_output import (BoxWrites, early_writes_wanted, gather_output,
+                                 stage_writes_mode, write_output)
 from .worker import apply_settings
 
 log = logging.getLogger(__name__)
@@ -434,20 +435,23 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
         tree.report = report
         return tree if output is None else write_output_small(client, output, tree, report,
                                                               src.describe())
+    # the settings of the writes, checked before any work
+    to_store = output is not None and output.kind == "zarr" and not sort_by_weight
+    early = to_store and early_writes_wanted(_on_gpus(client, workers, backend))
+    stage = stage_writes_mode() if early else "off"
     ex = DaskExecutor(client, workers, token, backend)
     blocks = (read_on_device(client, src, workers, P, k, backend, token)
               or read_blocks(client, src, workers, P, token))
     ex.wait(blocks)
     report.seconds["read"] = time.perf_counter() - t0
     log.info("partitioned job (P=%d): read took %.2f s", P, report.seconds["read"])
-    to_store = output is not None and output.kind == "zarr" and not sort_by_weight
-    early = to_store and early_writes_wanted(_on_gpus(client, workers, backend))
     started = []  # the box writes begun as phase 1 goes, if any
 
     def after_solve(b, solved, before, more, exponent):
         if not started:
             started.append(BoxWrites(ex, output, n, dtype, exponent))
-        return started[0].add(b, solved, before, staged=more)
+        return started[0].add(b, solved, before,
+                              staged=stage == "all" or (stage == "auto" and more))
 
     try:
         res: Partitioned = compute(ex, blocks, n, d, dtype, P, k, backend, report, seed=seed,

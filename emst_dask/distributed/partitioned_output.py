@@ -34,6 +34,8 @@ from ..partitioned.edges import Edges
 
 #: dask.config key: whether the box writes begin before phase 2
 EARLY_WRITES_KEY = "emst_dask.partitioned.early-writes"
+#: dask.config key: which box writes go through host memory first
+STAGE_WRITES_KEY = "emst_dask.partitioned.stage-writes"
 #: how much a box writer beside phase 2 raises its threads' nice value:
 #: its 16 threads keep every core busy encoding, and phase 2's one thread,
 #: which waits on the GPU often, must get a core back as soon as it wakes
@@ -263,6 +265,23 @@ def early_writes_wanted(on_gpus: bool) -> bool:
         raise ValueError(f"dask config {EARLY_WRITES_KEY} must be 'auto', 'on' or 'off', "
                          f"got {mode!r}")
     return mode == "on" or (mode == "auto" and bool(on_gpus))
+
+
+def stage_writes_mode() -> str:
+    """Which early box writes first move the box's certified edges to host
+    memory (``_stage_box``): the setting
+    ``emst_dask.partitioned.stage-writes``, checked before the job starts.
+    "auto": a box whose place solves another box after it, whose phase 1 a
+    writer copying from the device would wait behind; "all": every box
+    (the last one's write then also runs from host memory, beside phase
+    2); "off": none (every write copies from the device as it goes)."""
+    import dask.config
+
+    mode = str(dask.config.get(STAGE_WRITES_KEY, "auto")).lower()
+    if mode not in ("auto", "all", "off"):
+        raise ValueError(f"dask config {STAGE_WRITES_KEY} must be 'auto', 'all' or 'off', "
+                         f"got {mode!r}")
+    return mode
 
 
 def write_output(ex, res: Partitioned, output, where: str, t_start: float,

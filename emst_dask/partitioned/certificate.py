@@ -135,20 +135,20 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     # the components the remaining rounds can merge, renumbered in root order
     comp, cu, cv = _renumber(xp, lu, lv, n)
     del lu, lv
-    k = comp.shape[0]
     low = xp.full(n, xp.iinfo(xp.int64).max, xp.int64)
     scatter_min(xp, low, labels, face_key)               # each component's minimum
     low_c = low[comp]
     del low
     keys = _order_keys(xp, s[live], t[live], w2[live], packed)
     wk = wkey[live]
-    labels_c = xp.arange(k, dtype=xp.int64)
+    levels = []        # the renumberings (comp, labels_c) above the current one
+    labels_c = xp.arange(comp.shape[0], dtype=xp.int64)
     for _ in range(max_rounds - 1):
+        k = labels_c.shape[0]
         ru, rv = labels_c[cu], labels_c[cv]
         low = xp.full(k, xp.iinfo(xp.int64).max, xp.int64)
         scatter_min(xp, low, labels_c, low_c)
         by_u, by_v = _choices(xp, ru, rv, list(keys), wk, low, k)
-        del low
         keep, labels_c = _hook(xp, ru, rv, by_u, by_v, k, labels_c)
         del ru, rv, by_u, by_v
         if keep is None:
@@ -160,10 +160,33 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
         del still, keep
         if live.shape[0] == 0:
             break
-    # back to the points: a renumbered component's points take its new root
+        if RENUMBER_AT * live.shape[0] < k:
+            # the edges left touch few of the components: renumber the roots
+            # they touch (in root order again), so that a round costs what
+            # its edges do, not a pass over every component of round 1
+            low = xp.full(k, xp.iinfo(xp.int64).max, xp.int64)
+            scatter_min(xp, low, labels_c, low_c)        # each root's minimum
+            levels.append((comp, labels_c))
+            comp, cu, cv = _renumber(xp, labels_c[cu], labels_c[cv], k)
+            low_c = low[comp]
+            del low
+            labels_c = xp.arange(comp.shape[0], dtype=xp.int64)
+    # back down the renumberings: a renumbered component's members take its
+    # new root, then the points
+    while levels:
+        to_root = xp.arange(levels[-1][1].shape[0], dtype=xp.int64)
+        to_root[comp] = comp[labels_c]
+        comp, labels_c = levels.pop()
+        labels_c = to_root[labels_c]
+        del to_root
     to_root = xp.arange(n, dtype=xp.int64)
     to_root[comp] = comp[labels_c]
     return certified, to_root[labels]
+
+
+# the later rounds renumber the components their edges touch when these
+# are fewer than 1 / RENUMBER_AT of the current numbering's
+RENUMBER_AT = 4
 
 
 def _renumber(xp, lu, lv, n):
