@@ -84,7 +84,7 @@ for name in ("first", "second"):
 out["engine_s"] = out["engine_second_s"]
 s, tt, w2s = res.source, res.target, res.weight2
 del pts
-from emst_dask.partitioned.certificate import _choices, _hook, _order_keys
+from emst_dask.partitioned.certificate import _hook, _point_choices
 t = time.perf_counter()
 order = strict_edge_order(cupy, s, tt, w2s); sync(); out["order_sort_s"] = time.perf_counter() - t
 del order
@@ -110,12 +110,25 @@ assert bool((c1 == c).all()) and bool((l1 == l).all())
 print("renumbered once", out["certificate_renumbered_once_second_s"], "same edges and roots",
       flush=True)
 cert_mod.RENUMBER_AT = at
+# round 1 as the later rounds choose (a component's word (weight, min),
+# its ties by max: four scatter-mins) against a point's word (weight,
+# other end): the same edges and roots
+point_choices = cert_mod._point_choices
+cert_mod._point_choices = lambda xp, s_, t_, w, wk, fk, m: cert_mod._choices(
+    xp, s_, t_, cert_mod._order_keys(xp, s_, t_, w, True), wk, fk, m)
+for name in ("first", "second"):
+    sync(); t = time.perf_counter()
+    c1, l1 = boruvka_certificate(cupy, s, tt, w2s, safe2, n)
+    sync(); out[f"certificate_round1_by_components_{name}_s"] = time.perf_counter() - t
+assert bool((c1 == c).all()) and bool((l1 == l).all())
+cert_mod._point_choices = point_choices
+print("round 1 as a component's", out["certificate_round1_by_components_second_s"],
+      "same edges and roots", flush=True)
 del c, l, c1, l1
 # its round 1 by parts (float32 weights: the packed word), then the rest
 face_key = safe2.view(cupy.int64); wkey = w2s.astype(cupy.float64).view(cupy.int64)
 sync(); t = time.perf_counter()
-by_u, by_v = _choices(cupy, s, tt, _order_keys(cupy, s, tt, w2s, True, lazy=True), wkey,
-                      face_key, n)
+by_u, by_v = _point_choices(cupy, s, tt, w2s, wkey, face_key, n)
 sync(); out["round1_choices_s"] = time.perf_counter() - t; t = time.perf_counter()
 c, l = _hook(cupy, s, tt, by_u, by_v, n, None)
 sync(); out["round1_hook_s"] = time.perf_counter() - t
@@ -133,8 +146,8 @@ def timed(name, fn):
         sync(); e = steps.setdefault(name, [0, 0.0]); e[0] += 1; e[1] += time.perf_counter() - t0
         return r
     return run
-saved = {k: getattr(cert_mod, k) for k in ("_choices", "_hook", "_renumber", "_order_keys",
-                                            "scatter_min", "jump_to_roots")}
+saved = {k: getattr(cert_mod, k) for k in ("_point_choices", "_choices", "_hook", "_renumber",
+                                            "_order_keys", "scatter_min", "jump_to_roots")}
 for k, fn in saved.items():
     setattr(cert_mod, k, timed(k, fn))
 sync(); t = time.perf_counter()

@@ -93,9 +93,11 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     candidate, so stopping early (``max_rounds``) costs no exactness.
 
     No round sorts the edges: with float32 weights and fewer than 2**32
-    points a component's minimum is a scatter-min of (weight bits, min)
-    packed in a word, the rare ties of that word then by max (``_choices``);
-    otherwise by a rank from the strict order (one sort).  Round 1 (every
+    points a point's minimum in round 1 is a scatter-min of (weight bits,
+    other end) packed in a word (``_point_choices``), a later component's a
+    scatter-min of (weight bits, min), the rare ties of that word then by
+    max (``_choices``); otherwise by a rank from the strict order (one
+    sort).  Round 1 (every
     point its own component) runs over the whole box and certifies nearly
     every edge away from the shared faces; it leaves the edges that are
     neither end's minimum, about a third.  The later rounds run on those and
@@ -117,8 +119,10 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
         return xp.zeros(0, xp.bool_), xp.arange(n, dtype=xp.int64)
     packed = w2.dtype == np.float32 and n <= 1 << 32
     # round 1: each point alone, its smallest face distance its own
-    by_u, by_v = _choices(xp, s, t, _order_keys(xp, s, t, w2, packed, lazy=True), wkey,
-                          face_key, n)
+    if packed:
+        by_u, by_v = _point_choices(xp, s, t, w2, wkey, face_key, n)
+    else:
+        by_u, by_v = _choices(xp, s, t, _order_keys(xp, s, t, w2, packed), wkey, face_key, n)
     certified, labels = _hook(xp, s, t, by_u, by_v, n, None)
     del by_u, by_v
     if certified is None:
@@ -203,15 +207,13 @@ def _renumber(xp, lu, lv, n):
     return comp.astype(xp.int64, copy=False), ids[lu], ids[lv]
 
 
-def _order_keys(xp, s, t, w2, packed, lazy=False):
+def _order_keys(xp, s, t, w2, packed):
     """The edges' place in the strict order (w2, min(s, t), max(s, t)) as
     scatter-min keys, a list of (m,) int64: with ``packed`` (float32
     weights, ids below 2**32) the word of (weight bits, min) and max, which
-    need no sort (``lazy``: max as a function, made when it is needed);
-    else the rank (one sort)."""
+    need no sort; else the rank (one sort)."""
     if packed:
-        return [packed_key(xp, w2, s, t).view(xp.int64),
-                (lambda: xp.maximum(s, t)) if lazy else xp.maximum(s, t)]
+        return [packed_key(xp, w2, s, t).view(xp.int64), xp.maximum(s, t)]
     return [_ranks(xp, s, t, w2)]
 
 
@@ -229,8 +231,7 @@ def _choices(xp, lu, lv, keys, wk, low, n):
     strict order and lighter than that end's face distance.
 
     lu, lv : (m,) int64 the edges' components (< n); keys : a list from
-    ``_order_keys``, emptied here (so that round 1's words are freed before
-    its ties are told apart: the box's peak); wk : (m,) int64 the squared
+    ``_order_keys``, emptied here (each word freed once used); wk : (m,) int64 the squared
     weights' float64 bits; low : (n,) int64 each component's smallest
     squared face distance's bits.  With a rank, the minimum is one
     scatter-min; with the packed word, the edges of a component that tie
@@ -245,7 +246,6 @@ def _choices(xp, lu, lv, keys, wk, low, n):
     on_v = best[lv] == first
     del best, first
     if hi is not None:
-        hi = hi() if callable(hi) else hi
         top = xp.full(n, big, xp.int64)
         scatter_min(xp, top, lu, xp.where(on_u, hi, big))
         scatter_min(xp, top, lv, xp.where(on_v, hi, big))
@@ -253,6 +253,32 @@ def _choices(xp, lu, lv, keys, wk, low, n):
         on_v &= top[lv] == hi
         del top
     return on_u & (wk < low[lu]), on_v & (wk < low[lv])
+
+
+def _point_choices(xp, s, t, w2, wk, face_key, n):
+    """Round 1's kept edges by end, ``_choices`` for components of one point
+    each with float32 weights and ids below 2**32: (by_u, by_v) (m,) bool.
+
+    Among the edges of one point x the strict order (w2, min, max) is the
+    order of (w2, the other end) (both ends below x, both above, or one on
+    each side: the same comparison), and an edge is the only one of x with
+    its other end: so each point's minimum is one scatter-min of the word
+    (w2's bits, the other end) a side, and no ties are left to tell apart.
+
+    s, t : (m,) int64; w2 : (m,) float32 >= 0; wk : (m,) int64 the squared
+    weights' float64 bits; face_key : (n,) int64 each point's squared face
+    distance's float64 bits."""
+    high = xp.ascontiguousarray(w2).view(xp.uint32).astype(xp.int64)
+    high <<= 32                                 # below 2**63: w2 >= 0
+    best = xp.full(n, xp.iinfo(xp.int64).max, xp.int64)
+    scatter_min(xp, best, s, high | t)
+    scatter_min(xp, best, t, high | s)
+    by_u = best[s] == (high | t)
+    by_v = best[t] == (high | s)
+    del best, high
+    by_u &= wk < face_key[s]
+    by_v &= wk < face_key[t]
+    return by_u, by_v
 
 
 def _hook(xp, lu, lv, by_u, by_v, n, labels):
