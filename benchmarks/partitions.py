@@ -322,6 +322,11 @@ def main(argv=None):
                     help="the workers' sys.setswitchinterval in seconds (Python's default "
                          "0.005): how long a thread waiting for the interpreter may wait "
                          "while others run Python, as phase 2 beside the box writers")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="with --out-store: after removing the last repeat's store, sync "
+                         "and wait this many seconds before the next job (on a disk mounted "
+                         "with discard, files written right after removing many GB were "
+                         "seen to write ten times slower)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="run each job this many times on its cluster and record the last "
                          "(the others' seconds as earlier_seconds): the first job at a size "
@@ -393,7 +398,8 @@ def main(argv=None):
                    workers=max(v[0] for v in n_workers_seen.values()),
                    cluster=next(iter(n_workers_seen.values()))[1], chunk_rows=args.chunk_rows,
                    generation_seconds=t_gen, chunked_variant=bool(args.chunked),
-                   device_pool=args.device_pool, switch_interval=args.switch_interval, rows=rows,
+                   device_pool=args.device_pool, switch_interval=args.switch_interval,
+                   settle=args.settle, rows=rows,
                    version=emst_dask.__version__)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
@@ -448,6 +454,11 @@ def main(argv=None):
                 for rep_i in range(args.repeats):
                     if store:
                         shutil.rmtree(store, ignore_errors=True)
+                        if args.settle:
+                            # the removal's discards reach the disk before
+                            # the job writes (not a cost a user's job pays)
+                            os.sync()
+                            time.sleep(args.settle)
                     source = persist(cl, snap, args.backend) if args.persisted else snap
                     with get_task_stream(client=cl) as stream, \
                             dask.config.set({EXCHANGE_KEY: how or "auto", **settings}):
