@@ -294,6 +294,50 @@ def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
     assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
 
 
+def _slow_staged_writes(seconds):
+    """(runs in a worker) a box write from host memory sleeps first."""
+    import time as _time
+
+    import emst_dask.distributed.partitioned_output as po
+
+    orig = getattr(po, "_orig_write_staged", po._write_staged)
+    po._orig_write_staged = orig
+
+    def write(*args):
+        _time.sleep(seconds)
+        return orig(*args)
+
+    po._write_staged = write if seconds else orig
+
+
+def test_worker_killed_while_a_staged_box_is_written(client, cluster, slow_snap, tmp_path):
+    """Early writes, two boxes a worker: each worker's first box is staged
+    in host memory and written beside its second box.  A worker killed
+    during that write loses its staged edges and the rows written so far;
+    the job reruns on the other worker and the store is complete and exact,
+    with no temporary left."""
+    import dask.config
+
+    from emst_dask.distributed.partitioned_output import EARLY_WRITES_KEY
+
+    path, pts, ref = slow_snap
+    _two_workers(client, cluster, "w-staged")
+    client.run(_slow_staged_writes, 2.0)
+    out = tmp_path / "staged.zarr"
+    try:
+        with dask.config.set({EARLY_WRITES_KEY: "on"}):
+            res, _ = _kill_while_running(
+                client, lambda: emst_dask.emst(path, client=client, partitions=4, out=out),
+                "-write-0-", settle=0.5)   # box 0: box 2 follows on its worker
+    finally:
+        client.run(_slow_staged_writes, 0)
+    assert "error" not in res, res.get("error")
+    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
+    assert res["result"].attrs["partitioned"]["partitions"] == 4
+    assert _store_state(out) == "complete"
+    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+
+
 def test_worker_killed_in_batch(client, cluster, slow_snap, tmp_path, caplog):
     """emst_many pins each job to its worker; a killed worker's job is
     submitted again on the other worker and every store is exact."""
