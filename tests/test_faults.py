@@ -260,20 +260,26 @@ def _two_workers(client, cluster, name):
         client.wait_for_workers(2, timeout=120)
 
 
-def _slow_phase1(seconds):
-    """(runs in a worker) phase 1 of a partitioned job sleeps first."""
+def _slow_down(module, name, seconds):
+    """(runs in a worker) ``module.name`` sleeps ``seconds`` before it runs
+    (0: back as it was)."""
+    import importlib
     import time as _time
 
-    import emst_dask.partitioned.steps as steps
+    mod = importlib.import_module(module)
+    orig = getattr(mod, f"_orig_{name}", getattr(mod, name))
+    setattr(mod, f"_orig_{name}", orig)
 
-    orig = getattr(steps, "_orig_solve", steps.solve)
-    steps._orig_solve = orig
-
-    def solve(*args):
+    def slowed(*args):
         _time.sleep(seconds)
         return orig(*args)
 
-    steps.solve = solve if seconds else orig
+    setattr(mod, name, slowed if seconds else orig)
+
+
+def _slow_phase1(seconds):
+    """(runs in a worker) phase 1 of a partitioned job sleeps first."""
+    _slow_down("emst_dask.partitioned.steps", "solve", seconds)
 
 
 def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
@@ -296,18 +302,7 @@ def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
 
 def _slow_staged_writes(seconds):
     """(runs in a worker) a box write from host memory sleeps first."""
-    import time as _time
-
-    import emst_dask.distributed.partitioned_output as po
-
-    orig = getattr(po, "_orig_write_staged", po._write_staged)
-    po._orig_write_staged = orig
-
-    def write(*args):
-        _time.sleep(seconds)
-        return orig(*args)
-
-    po._write_staged = write if seconds else orig
+    _slow_down("emst_dask.distributed.partitioned_output", "_write_staged", seconds)
 
 
 def test_worker_killed_while_a_staged_box_is_written(client, cluster, slow_snap, tmp_path):

@@ -17,6 +17,10 @@ from numba import njit
 from ..arrays import jump_to_roots, scatter_min
 from ..engine.order import packed_key, strict_edge_order
 
+#: the certificate's later rounds renumber the components their edges touch
+#: when these are fewer than 1 / RENUMBER_AT of the current numbering's
+RENUMBER_AT = 4
+
 
 @njit(cache=True)
 def _find(parent, x):
@@ -97,14 +101,15 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     other end) packed in a word (``_point_choices``), a later component's a
     scatter-min of (weight bits, min), the rare ties of that word then by
     max (``_choices``); otherwise by a rank from the strict order (one
-    sort).  Round 1 (every
-    point its own component) runs over the whole box and certifies nearly
-    every edge away from the shared faces; it leaves the edges that are
-    neither end's minimum, about a third.  The later rounds run on those and
-    on the components they touch, renumbered ``0..k-1`` in the order of
-    their roots by a prefix sum over the points (so every comparison of
-    roots, and so every hook, is the one the whole box would make); their
-    roots are mapped back to the points once at the end.
+    sort).  Round 1 (every point its own component) runs over the whole
+    box and certifies nearly every edge away from the shared faces; it
+    leaves the edges that are neither end's minimum, about a third.  The
+    later rounds run on those and on the components they touch, renumbered
+    ``0..k-1`` in the order of their roots by a prefix sum (so every
+    comparison of roots, and so every hook, is the one the whole box would
+    make), and renumbered so again whenever the edges left touch fewer than
+    1 / ``RENUMBER_AT`` of them; the roots are mapped back down the
+    renumberings to the points once at the end.
 
     s, t : (m,) int64 local indices; w2 : (m,) float32 or float64 squared
     (scaled) weights, face2 : (n,) float64 squared safe face distances, both
@@ -153,6 +158,7 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
         low = xp.full(k, xp.iinfo(xp.int64).max, xp.int64)
         scatter_min(xp, low, labels_c, low_c)
         by_u, by_v = _choices(xp, ru, rv, list(keys), wk, low, k)
+        del low
         keep, labels_c = _hook(xp, ru, rv, by_u, by_v, k, labels_c)
         del ru, rv, by_u, by_v
         if keep is None:
@@ -186,11 +192,6 @@ def boruvka_certificate(xp, s, t, w2, face2, n, max_rounds=256):
     to_root = xp.arange(n, dtype=xp.int64)
     to_root[comp] = comp[labels_c]
     return certified, to_root[labels]
-
-
-# the later rounds renumber the components their edges touch when these
-# are fewer than 1 / RENUMBER_AT of the current numbering's
-RENUMBER_AT = 4
 
 
 def _renumber(xp, lu, lv, n):
@@ -231,8 +232,8 @@ def _choices(xp, lu, lv, keys, wk, low, n):
     strict order and lighter than that end's face distance.
 
     lu, lv : (m,) int64 the edges' components (< n); keys : a list from
-    ``_order_keys``, emptied here (each word freed once used); wk : (m,) int64 the squared
-    weights' float64 bits; low : (n,) int64 each component's smallest
+    ``_order_keys``, emptied here (each word freed once used); wk : (m,)
+    int64 the squared weights' float64 bits; low : (n,) int64 each component's smallest
     squared face distance's bits.  With a rank, the minimum is one
     scatter-min; with the packed word, the edges of a component that tie
     with its minimum word are told apart by max(s, t) (two edges equal in
