@@ -282,6 +282,17 @@ def _slow_phase1(seconds):
     _slow_down("emst_dask.partitioned.steps", "solve", seconds)
 
 
+def _exact_complete_store(res, out, pts, ref, partitions):
+    """The partitioned job of ``res`` (from ``_kill_while_running``) ended
+    well: its store at ``out`` is complete, exact and of ``partitions``
+    boxes, and no temporary is left beside it."""
+    assert "error" not in res, res.get("error")
+    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
+    assert res["result"].attrs["partitioned"]["partitions"] == partitions
+    assert _store_state(out) == "complete"
+    assert not [f for f in os.listdir(out.parent) if "emst-tmp" in f]
+
+
 def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
     """A worker killed during phase 1 of a partitioned job: its boxes are
     rebuilt from their read tasks on the other worker and the store written
@@ -293,11 +304,7 @@ def test_worker_killed_in_partitioned_job(client, cluster, slow_snap, tmp_path):
     res, _ = _kill_while_running(
         client, lambda: emst_dask.emst(path, client=client, partitions=2, out=out), "-solve-")
     client.run(_slow_phase1, 0)
-    assert "error" not in res, res.get("error")
-    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
-    assert res["result"].attrs["partitioned"]["partitions"] == 2
-    assert _store_state(out) == "complete"
-    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+    _exact_complete_store(res, out, pts, ref, 2)
 
 
 def _slow_staged_writes(seconds):
@@ -326,11 +333,7 @@ def test_worker_killed_while_a_staged_box_is_written(client, cluster, slow_snap,
                 "-write-0-", settle=0.5)   # box 0: box 2 follows on its worker
     finally:
         client.run(_slow_staged_writes, 0)
-    assert "error" not in res, res.get("error")
-    assert_same_tree(open_edges(res["result"]), pts, reference=ref)
-    assert res["result"].attrs["partitioned"]["partitions"] == 4
-    assert _store_state(out) == "complete"
-    assert not [f for f in os.listdir(tmp_path) if "emst-tmp" in f]
+    _exact_complete_store(res, out, pts, ref, 4)
 
 
 def test_worker_killed_in_batch(client, cluster, slow_snap, tmp_path, caplog):
