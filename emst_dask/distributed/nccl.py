@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
+from .settings import choice
+
 #: dask.config key: how the shuffle moves points between GPU workers,
 #: "auto" (NCCL where every worker has it), "nccl" or "dask"
 EXCHANGE_KEY = "emst_dask.partitioned.exchange"
@@ -32,13 +34,7 @@ class ExchangeFailed(RuntimeError):
 
 def exchange_mode() -> str:
     """The configured ``EXCHANGE_KEY``: "auto", "nccl" or "dask"."""
-    import dask.config
-
-    mode = str(dask.config.get(EXCHANGE_KEY, "auto")).lower()
-    if mode not in ("auto", "nccl", "dask"):
-        raise ValueError(f"dask config {EXCHANGE_KEY} must be 'auto', 'nccl' or 'dask', "
-                         f"got {mode!r}")
-    return mode
+    return choice(EXCHANGE_KEY, ("auto", "nccl", "dask"))
 
 
 def timeout_s() -> float:

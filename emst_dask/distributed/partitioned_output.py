@@ -31,6 +31,7 @@ from ..partitioned import steps
 from ..partitioned.algorithm import Partitioned
 from ..partitioned.assemble import assemble_tree
 from ..partitioned.edges import Edges
+from .settings import choice
 
 #: dask.config key: whether the box writes begin before phase 2
 EARLY_WRITES_KEY = "emst_dask.partitioned.early-writes"
@@ -258,12 +259,7 @@ def early_writes_wanted(on_gpus: bool) -> bool:
     ``emst_dask.partitioned.early-writes`` ("auto": where the boxes are
     solved on GPUs, ``on_gpus``, whose writers can run beside the GPU's
     work; "on"; "off": the writes after phase 2)."""
-    import dask.config
-
-    mode = str(dask.config.get(EARLY_WRITES_KEY, "auto")).lower()
-    if mode not in ("auto", "on", "off"):
-        raise ValueError(f"dask config {EARLY_WRITES_KEY} must be 'auto', 'on' or 'off', "
-                         f"got {mode!r}")
+    mode = choice(EARLY_WRITES_KEY, ("auto", "on", "off"))
     return mode == "on" or (mode == "auto" and bool(on_gpus))
 
 
@@ -275,13 +271,7 @@ def stage_writes_mode() -> str:
     writer copying from the device would wait behind; "all": every box
     (the last one's write then also runs from host memory, beside phase
     2); "off": none (every write copies from the device as it goes)."""
-    import dask.config
-
-    mode = str(dask.config.get(STAGE_WRITES_KEY, "auto")).lower()
-    if mode not in ("auto", "all", "off"):
-        raise ValueError(f"dask config {STAGE_WRITES_KEY} must be 'auto', 'all' or 'off', "
-                         f"got {mode!r}")
-    return mode
+    return choice(STAGE_WRITES_KEY, ("auto", "all", "off"))
 
 
 def write_output(ex, res: Partitioned, output, where: str, t_start: float,

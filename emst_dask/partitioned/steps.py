@@ -353,7 +353,7 @@ def core_of(box: Box):
 def solve(box: Box, min_samples: int, backend: str, certificate: str = "auto", *after):
     """Phase 1 on a box: (BoxResult, seconds, backend name).  ``after``:
     what the driver has it wait for (the previous box's info on the same
-    place), unused."""
+    place, or that box's edges moved to host memory), unused."""
     t0 = time.perf_counter()
     name = resolve_backend(backend)
     res = solve_box(box.points, box.gids, box.walls, name, min_samples, box.core, certificate,
