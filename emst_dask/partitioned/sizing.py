@@ -154,7 +154,8 @@ def auto_partitions(n: int, d: int, dtype, memory: int | None, *, min_samples=1,
     Returns
     -------
     int: 1 while the one-box job fits, else the fewest boxes that fit
-    (CPU workers: ``worker_peak``; GPU workers: the device footprints).
+    (CPU workers: ``worker_peak``; GPU workers: the device footprints,
+    the largest box ``BOX_SLACK`` times n / P points).
     """
     if not memory:
         return 1
@@ -162,7 +163,10 @@ def auto_partitions(n: int, d: int, dtype, memory: int | None, *, min_samples=1,
         cap = MEMORY_FRACTION * memory
         if n * footprint_bytes_per_point(d, dtype) <= cap:
             return 1
-        return max(2, math.ceil(n * box_footprint_bytes_per_point(d, dtype) / cap))
+        # a box holds up to BOX_SLACK n / P points, and one GPU runs one
+        # box's phase 1 at a time whatever its share of the boxes
+        return max(2, math.ceil(BOX_SLACK * n * box_footprint_bytes_per_point(d, dtype)
+                                / cap))
     baseline = max(baseline, CPU_PROCESS_BYTES)
     cap = MEMORY_FRACTION * memory - baseline
     most = MAX_BOXES_PER_WORKER * max(1, workers)
