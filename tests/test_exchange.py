@@ -172,7 +172,10 @@ def threads_client(monkeypatch):
 
     from emst_dask.distributed import device_exchange, nccl
 
+    import emst_dask.kernels
+
     ids = iter(range(10**6))
+    monkeypatch.setattr(emst_dask.kernels, "device_memory", lambda backend: 10**12)
     monkeypatch.setattr(nccl, "ready", lambda backend: True)
     monkeypatch.setattr(nccl, "unique_id", lambda: f"threads-{next(ids)}".encode())
     monkeypatch.setattr(nccl, "exchange_task", _threads_exchange_task)
@@ -207,6 +210,52 @@ def test_the_dask_driver_of_the_exchange(threads_client, fail):
     check_spanning_tree(tree, pts)
     assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
     np.testing.assert_allclose(tree.total_weight, ref.total_weight, rtol=1e-9)
+
+
+_RAN: list = []
+
+
+def _exchange_that_must_not_run(uid, timeout, plan, rank, *args):
+    # module level: a task's closure would be pickled with a copy of the list
+    _RAN.append(rank)
+    raise AssertionError("an exchange task ran")  # would also end in the Dask shuffle
+
+
+def test_ranks_whose_gpus_cannot_hold_their_boxes_shuffle_through_dask(threads_client,
+                                                                       monkeypatch):
+    """Four boxes on three stand-in GPUs of 100 kB, too small for a rank's
+    2,000 points with their phase 1: no exchange is tried (no rank's task
+    runs), the job shuffles through Dask and gives the one-box tree."""
+    import emst_dask.kernels
+    from emst_dask import emst
+    from emst_dask.distributed import nccl
+    from oracle import check_spanning_tree, edge_set
+
+    monkeypatch.setattr(emst_dask.kernels, "device_memory", lambda backend: 100_000)
+    monkeypatch.setattr(nccl, "exchange_task", _exchange_that_must_not_run)
+    _RAN.clear()
+    pts = GENERATORS["halos"](6_000, 3, 5)
+    ref = emst(pts, backend="cpu")
+    tree = emst(pts, client=threads_client, partitions=4)
+    assert tree.report.shuffle_by == "dask"
+    assert _RAN == []
+    check_spanning_tree(tree, pts)
+    assert edge_set(tree.source, tree.target) == edge_set(ref.source, ref.target)
+
+
+def test_a_rank_fits_by_its_own_rows():
+    """``rank_boxes_fit`` counts a rank's read rows, its boxes and its
+    largest box's phase 1: uniform 1B over two H200s (about 250M read and
+    500M held a rank) fits, over two 80 GB GPUs only in smaller boxes, and
+    a rank given most of 2.5B does not."""
+    from emst_dask.partitioned.sizing import rank_boxes_fit
+
+    h200, h100 = 150_000_000_000, 85_000_000_000
+    assert rank_boxes_fit(500_000_000, 500_000_000, 500_000_000, 3, np.float32, h200)
+    assert not rank_boxes_fit(500_000_000, 500_000_000, 500_000_000, 3, np.float32, h100)
+    assert rank_boxes_fit(500_000_000, 500_000_000, 125_000_000, 3, np.float32, h100)
+    assert not rank_boxes_fit(500_000_000, 2_500_000_000, 500_000_000, 3, np.float32, h200)
+    assert not rank_boxes_fit(10, 10, 10, 3, np.float32, None)
 
 
 _ASSEMBLE_FAILS: list = []

@@ -16,8 +16,10 @@ On one GPU worker nothing crosses between places: the blocks are split
 on its GPU and every box is assembled there (``one_device``), where they
 fit it for the whole job.
 
-Not taken (the pieces then move through Dask): the CPU backend, one
-worker whose GPU cannot hold every box, mutual reachability (its core
+Not taken (the pieces then move through Dask): the CPU backend, a
+worker whose GPU cannot hold its boxes for the whole job (one worker:
+every box; several: its pieces, what it receives, its boxes and one box's
+phase 1, from the plan's row counts), mutual reachability (its core
 distances run on host boxes), a worker without NCCL, or
 ``emst_dask.partitioned.exchange`` set to "dask".
 An exchange that fails (a worker gone, a timeout) is abandoned for the
@@ -97,6 +99,9 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
     d = partitioning.lo.shape[1]
     plan = make_plan(table, holders, [rank[ex.owner(k)] for k in range(P)], len(places), d,
                      frame)
+    if not _ranks_fit(client, places, ex.backend, plan, table, d, frame):
+        client.cancel(split)
+        return None
     key = (client.scheduler.address, tuple(places))
     done, boxes = [], []
     try:
@@ -160,6 +165,32 @@ def _boxes_fit(client, place, backend, n: int, d: int, dtype, P: int) -> bool:
     except Exception:
         return False
     return device_boxes_fit(n, d, np.dtype(dtype), P, memory)
+
+
+def _ranks_fit(client, places, backend, plan, table, d: int, dtype) -> bool:
+    """Whether every rank's GPU holds its part of the job for the whole
+    job (``sizing.rank_boxes_fit``, from the plan's exact row counts);
+    else the shuffle goes through Dask and phase 1 takes one box at a time
+    to the device, rather than the GPU running out of memory partway."""
+    from ..kernels import device_memory
+    from ..partitioned.sizing import rank_boxes_fit
+
+    try:
+        memory = client.run(device_memory, backend, workers=places)
+    except Exception:  # a worker gone meanwhile: the Dask shuffle copes
+        return False
+    box_rows = table.sum(axis=0)
+    short = []
+    for r, place in enumerate(places):
+        read = int(sum(table[i].sum() for i in plan.blocks_of(r)))
+        mine = [int(box_rows[k]) for k in plan.boxes_of(r)]
+        if not rank_boxes_fit(read, sum(mine), max(mine, default=0), d, np.dtype(dtype),
+                              memory.get(place)):
+            short.append(place)
+    if short:
+        log.info("the boxes do not fit the GPU of %s for the whole job; the shuffle goes "
+                 "through Dask", short)
+    return not short
 
 
 def stage_task(src):
