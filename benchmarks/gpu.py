@@ -20,7 +20,9 @@ site, GPS-like tracks quantised to 1e-5, and m uniform sites with k = 4
 and k = 16 copies each beside the uniform cloud of their m sites (the
 collapse of duplicates should make them cost about what m points cost plus
 a pass over n).  ``--no-collapse`` runs the engine on the whole cloud (the
-engine before the collapse, for before/after figures).
+engine before the collapse, for before/after figures).  ``--rows kinds``:
+a clustered plane (2-D halos) and the cosmic-web snapshot at min_samples
+1 and 16 (``KINDS_ROWS``).
 """
 from __future__ import annotations
 
@@ -66,7 +68,15 @@ TIES_ROWS = [
     ("copies16", 10_000_000, 3, 1, None, None),
     ("uniform", 625_000, 3, 1, None, None),
 ]
-ALL_ROWS = ROWS + TIES_ROWS
+#: clouds of the other kinds users bring (``--rows kinds``): a clustered
+#: plane, and the cosmic-web snapshot at min_samples 1 and 16; no
+#: reference figure on these generators yet
+KINDS_ROWS = [
+    ("halos", 10_000_000, 2, 1, None, None),
+    ("cosmic", 10_000_000, 3, 1, None, None),
+    ("cosmic", 10_000_000, 3, 16, None, None),
+]
+ALL_ROWS = ROWS + TIES_ROWS + KINDS_ROWS
 #: the CUDA kernels emulated on the CPU (``--kernels emulated``): the peak
 #: is the emulated pool's (``tests/pool_emu.py``), labelled as emulated
 _EMULATED = False
@@ -332,6 +342,8 @@ def main():
 
     if a.rows == "ties":
         rows = list(TIES_ROWS)
+    elif a.rows == "kinds":
+        rows = list(KINDS_ROWS)
     else:
         rows = [ALL_ROWS[int(i)] for i in a.rows.split(",")] if a.rows else list(ALL_ROWS)
     rows = [(nm, max(2, int(n * a.scale)), d, ms, ref, rf) for nm, n, d, ms, ref, rf in rows]
