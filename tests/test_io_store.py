@@ -463,3 +463,39 @@ def test_reader_threads_follow_the_cores_this_process_may_use(monkeypatch):
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert default_threads() == 6
+
+
+def test_reader_and_writer_threads_from_the_configuration(tmp_path):
+    """``emst_dask.io.threads`` (as a worker's environment gives it) sets
+    the threads where a job names none, and a store is written with that
+    many writer threads; a value that is not 'auto' or an int >= 1 is
+    refused, naming the key."""
+    import threading
+
+    import dask.config
+
+    from emst_dask.io import edge_store
+    from emst_dask.io.reading import THREADS_KEY, default_threads
+
+    env = dask.config.collect_env({"DASK_EMST_DASK__IO__THREADS": "3"})
+    with dask.config.set(env):
+        assert default_threads() == 3
+        seen = set()
+        real = edge_store.write_rows
+
+        def spy(*args, **kw):
+            seen.add(threading.current_thread().name)
+            return real(*args, **kw)
+
+        edge_store.write_rows = spy
+        try:
+            pts = np.random.default_rng(1).random((20_000, 3)).astype(np.float32)
+            tree = emst_dask.emst(pts, backend="cpu")
+            write_edges(str(tmp_path / "e.zarr"), tree, chunk_rows=1000)
+        finally:
+            edge_store.write_rows = real
+    assert 1 < len(seen) <= 3 and all(n.startswith("emst-write") for n in seen)
+    for bad in (0, -2, 2.5, "many", True):
+        with dask.config.set({THREADS_KEY: bad}):
+            with pytest.raises(ValueError, match="emst_dask.io.threads"):
+                default_threads()

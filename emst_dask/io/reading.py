@@ -13,10 +13,26 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import numpy as np
 
 
+#: dask.config key: reader and writer threads of a process where a job
+#: names none (``threads=``), an int >= 1, or "auto" (``default_threads``);
+#: set on the workers (their configuration or environment,
+#: ``DASK_EMST_DASK__IO__THREADS``)
+THREADS_KEY = "emst_dask.io.threads"
+
+
 def default_threads() -> int:
-    """Reader (and writer) threads: enough to keep a disk and a codec
-    pipeline busy, at most the cores this process may run on (a GPU
-    worker is often pinned to the cores near its GPU), and 16."""
+    """Reader (and writer) threads: ``THREADS_KEY`` where it is set, else
+    ("auto") enough to keep a disk and a codec pipeline busy, at most the
+    cores this process may run on (a GPU worker is often pinned to the
+    cores near its GPU), and 16."""
+    import dask.config
+
+    want = dask.config.get(THREADS_KEY, "auto")
+    if want != "auto":
+        if isinstance(want, bool) or not isinstance(want, int) or want < 1:
+            raise ValueError(f"dask config {THREADS_KEY} must be 'auto' or an integer >= 1, "
+                             f"got {want!r}")
+        return want
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no affinity here (macOS, Windows)
