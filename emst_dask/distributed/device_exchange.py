@@ -99,7 +99,7 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
     d = partitioning.lo.shape[1]
     plan = make_plan(table, holders, [rank[ex.owner(k)] for k in range(P)], len(places), d,
                      frame)
-    if not _ranks_fit(client, places, ex.backend, plan, table, d, frame):
+    if not _ranks_fit(client, places, ex.backend, plan, table, d, frame, ex.staged_writes):
         client.cancel(split)
         return None
     key = (client.scheduler.address, tuple(places))
@@ -167,11 +167,13 @@ def _boxes_fit(client, place, backend, n: int, d: int, dtype, P: int) -> bool:
     return device_boxes_fit(n, d, np.dtype(dtype), P, memory)
 
 
-def _ranks_fit(client, places, backend, plan, table, d: int, dtype) -> bool:
+def _ranks_fit(client, places, backend, plan, table, d: int, dtype, staged: bool) -> bool:
     """Whether every rank's GPU holds its part of the job for the whole
-    job (``sizing.rank_boxes_fit``, from the plan's exact row counts);
-    else the shuffle goes through Dask and phase 1 takes one box at a time
-    to the device, rather than the GPU running out of memory partway."""
+    job (``sizing.rank_boxes_fit``, from the plan's exact row counts;
+    ``staged``: the job moves a box's certified edges to host memory
+    before its worker's next box); else the shuffle goes through Dask and
+    phase 1 takes one box at a time to the device, rather than the GPU
+    running out of memory partway."""
     from ..kernels import device_memory
     from ..partitioned.sizing import rank_boxes_fit
 
@@ -185,7 +187,7 @@ def _ranks_fit(client, places, backend, plan, table, d: int, dtype) -> bool:
         read = int(sum(table[i].sum() for i in plan.blocks_of(r)))
         mine = [int(box_rows[k]) for k in plan.boxes_of(r)]
         if not rank_boxes_fit(read, sum(mine), max(mine, default=0), d, np.dtype(dtype),
-                              memory.get(place)):
+                              memory.get(place), staged=staged):
             short.append(place)
     if short:
         log.info("the boxes do not fit the GPU of %s for the whole job; the shuffle goes "

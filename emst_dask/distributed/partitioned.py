@@ -74,14 +74,19 @@ class DaskExecutor:
     """Runs the algorithm's steps as tasks; box k lives on worker k mod W.
 
     Each box's tasks prefer its worker but may run elsewhere (if it dies,
-    Dask recomputes what it held elsewhere)."""
+    Dask recomputes what it held elsewhere).  ``staged_writes``: a box whose
+    worker solves another after it has its certified edges moved to host
+    memory before that one (the job's writes, ``stage_writes_mode``), so a
+    GPU does not hold them through the next box's phase 1."""
 
-    def __init__(self, client, workers: list, token: str, backend: str = "auto"):
+    def __init__(self, client, workers: list, token: str, backend: str = "auto",
+                 staged_writes: bool = False):
         self.client = client
         self.places = list(workers)
         self.workers = len(workers)
         self.token = token
         self.backend = backend
+        self.staged_writes = bool(staged_writes)
         self._n = 0
         self._pause = PauseWatch(self.places, "partitioned job")
 
@@ -439,7 +444,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     to_store = output is not None and output.kind == "zarr" and not sort_by_weight
     early = to_store and early_writes_wanted(_on_gpus(client, workers, backend))
     stage = stage_writes_mode() if early else "off"
-    ex = DaskExecutor(client, workers, token, backend)
+    ex = DaskExecutor(client, workers, token, backend, staged_writes=stage in ("auto", "all"))
     blocks = (read_on_device(client, src, workers, P, k, backend, token)
               or read_blocks(client, src, workers, P, token))
     ex.wait(blocks)

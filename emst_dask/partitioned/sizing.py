@@ -121,23 +121,25 @@ def device_boxes_fit(n: int, d: int, dtype, P: int, memory: int | None) -> bool:
 
 
 def rank_boxes_fit(read: int, held: int, largest: int, d: int, dtype,
-                   memory: int | None) -> bool:
+                   memory: int | None, staged: bool = False) -> bool:
     """Whether the GPU of one rank of a multi-GPU exchange, of ``memory``
     bytes, holds its part of a job for the whole job, within
     ``MEMORY_FRACTION`` of it, at the largest of: the ``read`` points of
     its blocks split by box there (their coordinates, the sort's order and
     scratch, the pieces); its pieces, those it receives and its boxes of
     ``held`` points in all while they are assembled; those boxes, the
-    certified edges phase 1 keeps there until they are written and the
-    phase 1 of its ``largest`` box.  The counts are exact (the plan's
-    table), so no slack is added."""
+    certified edges phase 1 keeps there until they are written (none of
+    the boxes solved before another when the job ``staged`` them to host
+    memory) and the phase 1 of its ``largest`` box.  The counts are exact
+    (the plan's table), so no slack is added."""
     if not memory:
         return False
     coords = d * np.dtype(dtype).itemsize
     resident = resident_bytes_per_point(d, dtype)
     edges = 16 + np.dtype(dtype).itemsize
+    kept = 0 if staged else edges * (held - largest)
     peak = max((coords + 16 + resident) * read, (coords + resident) * read + 2 * resident * held,
-               (resident + edges) * held + largest * box_footprint_bytes_per_point(d, dtype))
+               resident * held + kept + largest * box_footprint_bytes_per_point(d, dtype))
     return peak <= MEMORY_FRACTION * memory
 
 
