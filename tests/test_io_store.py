@@ -465,7 +465,7 @@ def test_reader_threads_follow_the_cores_this_process_may_use(monkeypatch):
     assert default_threads() == 6
 
 
-def test_reader_and_writer_threads_from_the_configuration(tmp_path):
+def test_reader_and_writer_threads_from_the_configuration(tmp_path, monkeypatch):
     """``emst_dask.io.threads`` (as a worker's environment gives it) sets
     the threads where a job names none, and a store is written with that
     many writer threads; a value that is not 'auto' or an int >= 1 is
@@ -487,13 +487,10 @@ def test_reader_and_writer_threads_from_the_configuration(tmp_path):
             seen.add(threading.current_thread().name)
             return real(*args, **kw)
 
-        edge_store.write_rows = spy
-        try:
-            pts = np.random.default_rng(1).random((20_000, 3)).astype(np.float32)
-            tree = emst_dask.emst(pts, backend="cpu")
-            write_edges(str(tmp_path / "e.zarr"), tree, chunk_rows=1000)
-        finally:
-            edge_store.write_rows = real
+        monkeypatch.setattr(edge_store, "write_rows", spy)
+        pts = np.random.default_rng(1).random((20_000, 3)).astype(np.float32)
+        write_edges(str(tmp_path / "e.zarr"), emst_dask.emst(pts, backend="cpu"),
+                    chunk_rows=1000)
     assert 1 < len(seen) <= 3 and all(n.startswith("emst-write") for n in seen)
     for bad in (0, -2, 2.5, "many", True):
         with dask.config.set({THREADS_KEY: bad}):
