@@ -317,14 +317,18 @@ def test_boxes_kept_on_one_gpu_only_where_they_fit():
     they are written) only when they fit with one box's phase 1: uniform
     1B float32 3-D in two boxes on an H200 (141 GiB), not on an 80 GB
     GPU, where eight boxes do (40 GB of boxes and edges, 18 of phase 1);
+    1.1B in two boxes only when the writes move each box's edges to host
+    memory before the next box (staged, the default for an edge store);
     2.5B not even in eight boxes on the H200."""
     from emst_dask.partitioned.sizing import device_boxes_fit
 
     h200, h100 = 143_771 << 20, 81_559 << 20
     assert device_boxes_fit(10**9, 3, np.float32, 2, h200)
+    assert device_boxes_fit(1_100_000_000, 3, np.float32, 2, h200, staged=True)
+    assert not device_boxes_fit(1_100_000_000, 3, np.float32, 2, h200)
     assert not device_boxes_fit(10**9, 3, np.float32, 2, h100)
     assert device_boxes_fit(10**9, 3, np.float32, 8, h100)
-    assert not device_boxes_fit(2_500_000_000, 3, np.float32, 8, h200)
+    assert not device_boxes_fit(2_500_000_000, 3, np.float32, 8, h200, staged=True)
     assert not device_boxes_fit(10**9, 3, np.float64, 2, h200)
     assert not device_boxes_fit(10, 3, np.float32, 2, None)
 

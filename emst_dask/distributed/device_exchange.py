@@ -132,7 +132,7 @@ def device_exchange(ex, blocks: list, partitioning, frame: str, exponent: int,
 
 
 def read_on_device(client, src, workers: list, P: int, min_samples: int, backend: str,
-                   token: str):
+                   token: str, staged: bool = False):
     """The job's one block: the whole snapshot read onto the GPU of its one
     worker (a future of ``steps.Block``, in a list), when the job will keep
     its boxes there (``one_device``) and they fit it; else None (the
@@ -147,16 +147,18 @@ def read_on_device(client, src, workers: list, P: int, min_samples: int, backend
             or nccl.exchange_mode() == "dask" or isinstance(src, (ArrayPoints, DaskPoints))):
         return None
     place = workers[0]
-    if not _boxes_fit(client, place, backend, src.n, src.d, src.compute_dtype, P):
+    if not _boxes_fit(client, place, backend, src.n, src.d, src.compute_dtype, P, staged):
         return None
     return [client.submit(refusing(stage_task), src, key=f"emst-part-{token}-read-0",
                           workers=[place], allow_other_workers=True, pure=False)]
 
 
-def _boxes_fit(client, place, backend, n: int, d: int, dtype, P: int) -> bool:
+def _boxes_fit(client, place, backend, n: int, d: int, dtype, P: int, staged: bool) -> bool:
     """Whether the GPU of worker ``place`` holds P boxes of n points for
-    the whole job (``sizing.device_boxes_fit``); False where it has none
-    or cannot be asked (gone meanwhile: the host path copes)."""
+    the whole job (``sizing.device_boxes_fit``; ``staged``: the job's
+    writes move a box's edges to host memory before the next box); False
+    where it has none or cannot be asked (gone meanwhile: the host path
+    copes)."""
     from ..kernels import device_memory
     from ..partitioned.sizing import device_boxes_fit
 
@@ -164,7 +166,7 @@ def _boxes_fit(client, place, backend, n: int, d: int, dtype, P: int) -> bool:
         memory = client.run(device_memory, backend, workers=[place]).get(place)
     except Exception:
         return False
-    return device_boxes_fit(n, d, np.dtype(dtype), P, memory)
+    return device_boxes_fit(n, d, np.dtype(dtype), P, memory, staged)
 
 
 def _ranks_fit(client, places, backend, plan, table, d: int, dtype, staged: bool) -> bool:
@@ -219,7 +221,8 @@ def one_device(ex, blocks: list, partitioning, frame: str, exponent: int):
     P = partitioning.n_boxes
     n = sum(ex.gather([ex.submit(steps.block_rows, b, name=f"rows-{i}")
                        for i, b in enumerate(blocks)]))
-    if not _boxes_fit(client, place, ex.backend, n, partitioning.lo.shape[1], frame, P):
+    if not _boxes_fit(client, place, ex.backend, n, partitioning.lo.shape[1], frame, P,
+                      ex.staged_writes):
         return None
     split = [client.submit(refusing(nccl.split_task), b, partitioning, frame, exponent,
                            key=ex._key(f"dsplit-{i}", None), workers=[place],

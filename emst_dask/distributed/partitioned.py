@@ -445,7 +445,7 @@ def _run(src, client, workers, partitions, min_samples, backend, sort_by_weight,
     early = to_store and early_writes_wanted(_on_gpus(client, workers, backend))
     stage = stage_writes_mode() if early else "off"
     ex = DaskExecutor(client, workers, token, backend, staged_writes=stage in ("auto", "all"))
-    blocks = (read_on_device(client, src, workers, P, k, backend, token)
+    blocks = (read_on_device(client, src, workers, P, k, backend, token, ex.staged_writes)
               or read_blocks(client, src, workers, P, token))
     ex.wait(blocks)
     report.seconds["read"] = time.perf_counter() - t0

@@ -100,23 +100,36 @@ def resident_bytes_per_point(d: int, dtype) -> float:
     return d * np.dtype(dtype).itemsize + 8
 
 
-def device_boxes_fit(n: int, d: int, dtype, P: int, memory: int | None) -> bool:
+def phase1_bytes(held: float, largest: float, d: int, dtype, staged: bool) -> float:
+    """Peak device bytes of a GPU's phase 1 over boxes of ``held`` points
+    kept on it, the largest of ``largest``: the boxes, the certified edges
+    kept until they are written (two int64 ends and a weight a point) and
+    the largest box's phase 1.  ``staged``: a box solved before another
+    has its edges moved to host memory first (the job's staged writes), so
+    only the last box's stay (counted as the largest's); else every box's.
+    (One H200, uniform 1B in two boxes, staged: the pool held 79 GB, this
+    says 108.)"""
+    edges = 16 + np.dtype(dtype).itemsize
+    return (resident_bytes_per_point(d, dtype) * held + edges * (largest if staged else held)
+            + largest * box_footprint_bytes_per_point(d, dtype))
+
+
+def device_boxes_fit(n: int, d: int, dtype, P: int, memory: int | None,
+                     staged: bool = False) -> bool:
     """Whether one GPU of ``memory`` bytes holds a job's P boxes of ``n``
     points made on it and kept there for the whole job, within
     ``MEMORY_FRACTION`` of it, at the largest of: the cloud read there
     and split by box (its coordinates, the sort's order and scratch, the
     pieces); the cloud, the pieces and the boxes while they are
-    assembled; the boxes, the certified edges phase 1 keeps there until
-    they are written (two int64 ends and a weight a point) and one box's
-    phase 1 (``BOX_SLACK`` times n / P points)."""
+    assembled; ``phase1_bytes`` with the largest box ``BOX_SLACK`` times
+    n / P points."""
     if not memory:
         return False
     coords = d * np.dtype(dtype).itemsize
     resident = resident_bytes_per_point(d, dtype)
-    edges = 16 + np.dtype(dtype).itemsize
     box = BOX_SLACK * n / max(1, P)
     peak = max((coords + 16 + resident) * n, (coords + 2 * resident) * n,
-               (resident + edges) * n + box * box_footprint_bytes_per_point(d, dtype))
+               phase1_bytes(n, box, d, dtype, staged))
     return peak <= MEMORY_FRACTION * memory
 
 
@@ -127,19 +140,15 @@ def rank_boxes_fit(read: int, held: int, largest: int, d: int, dtype,
     ``MEMORY_FRACTION`` of it, at the largest of: the ``read`` points of
     its blocks split by box there (their coordinates, the sort's order and
     scratch, the pieces); its pieces, those it receives and its boxes of
-    ``held`` points in all while they are assembled; those boxes, the
-    certified edges phase 1 keeps there until they are written (none of
-    the boxes solved before another when the job ``staged`` them to host
-    memory) and the phase 1 of its ``largest`` box.  The counts are exact
+    ``held`` points in all while they are assembled; ``phase1_bytes`` of
+    its boxes, the largest of ``largest`` points.  The counts are exact
     (the plan's table), so no slack is added."""
     if not memory:
         return False
     coords = d * np.dtype(dtype).itemsize
     resident = resident_bytes_per_point(d, dtype)
-    edges = 16 + np.dtype(dtype).itemsize
-    kept = 0 if staged else edges * (held - largest)
     peak = max((coords + 16 + resident) * read, (coords + resident) * read + 2 * resident * held,
-               resident * held + kept + largest * box_footprint_bytes_per_point(d, dtype))
+               phase1_bytes(held, largest, d, dtype, staged))
     return peak <= MEMORY_FRACTION * memory
 
 
