@@ -13,6 +13,13 @@ markdown table.
     python benchmarks/gpu.py                       # the whole table
     python benchmarks/gpu.py --rows 0,1 --scale 0.01 --repeats 3   # smoke test
     python benchmarks/gpu.py --rows ties --kernels cpu --scale 0.1  # the ties rows, numba
+    python benchmarks/gpu.py --reference build/driver/arborx_emst --out h200.json
+
+``--reference`` names the peer's driver (``benchmarks/peers/``, built by
+``build-arborx.sh``): every row then also times the peer on the same cloud
+and the same GPU, right after ours, and checks its total weight against
+ours; without it the rows carry the peer's H100 figures of issue 3 (ROWS
+only).
 
 The ties rows (``TIES_ROWS``, ``--rows ties``) are clouds of
 ``emst_dask.datasets.TIES``: an integer lattice with about two points per
@@ -22,7 +29,9 @@ collapse of duplicates should make them cost about what m points cost plus
 a pass over n).  ``--no-collapse`` runs the engine on the whole cloud (the
 engine before the collapse, for before/after figures).  ``--rows kinds``:
 a clustered plane (2-D halos) and the cosmic-web snapshot at min_samples
-1 and 16 (``KINDS_ROWS``).
+1 and 16 (``KINDS_ROWS``); ``--rows contrast``: clumps a billion times
+denser than their surroundings and narrower than a code cell
+(``CONTRAST_ROWS``).
 """
 from __future__ import annotations
 
@@ -76,11 +85,34 @@ KINDS_ROWS = [
     ("cosmic", 10_000_000, 3, 1, None, None),
     ("cosmic", 10_000_000, 3, 16, None, None),
 ]
-ALL_ROWS = ROWS + TIES_ROWS + KINDS_ROWS
+#: density contrast (``--rows contrast``): half the points uniform in the
+#: unit cube, half in a Gaussian clump of width 1e-3 (about a billion times
+#: denser) or 1e-7 (inside one cell of the Morton codes, a few float32
+#: ulps wide: crowded cells and many duplicates)
+CONTRAST_ROWS = [
+    ("clump1e-3", 10_000_000, 3, 1, None, None),
+    ("clump1e-7", 10_000_000, 3, 1, None, None),
+]
+ALL_ROWS = ROWS + TIES_ROWS + KINDS_ROWS + CONTRAST_ROWS
 #: the CUDA kernels emulated on the CPU (``--kernels emulated``): the peak
 #: is the emulated pool's (``tests/pool_emu.py``), labelled as emulated
 _EMULATED = False
-CLOUDS = {**datasets.GENERATORS, **datasets.TIES}
+
+
+def clump(width):
+    """A generator: half uniform in the unit cube, half a Gaussian clump of
+    ``width`` at its centre, float32, rows shuffled."""
+    def make(n, dim=3, seed=0):
+        rng = np.random.default_rng(seed)
+        half = n // 2
+        x = np.concatenate([rng.random((half, dim)),
+                            0.5 + width * rng.standard_normal((n - half, dim))])
+        return x[rng.permutation(n)].astype(np.float32)
+    return make
+
+
+CLOUDS = {**datasets.GENERATORS, **datasets.TIES,
+          "clump1e-3": clump(1e-3), "clump1e-7": clump(1e-7)}
 
 
 def _generate(name, n, d, path):
@@ -181,6 +213,7 @@ def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
     res = run()  # warm-up (compiles on the first row of a kind)
     w = xp.sqrt(res.weight2.astype(np.float64))
     out["total_weight_scaled"] = float(w.sum())
+    out["total_weight"] = float(np.ldexp(out["total_weight_scaled"], -res.exponent))
     out["n_edges"] = int(res.source.shape[0])
     assert out["n_edges"] == n - 1
     out["iterations"] = res.iterations
@@ -257,6 +290,38 @@ def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
     return out
 
 
+def reference_row(driver, path, min_samples, repeats, ours):
+    """The peer's driver on the row's cloud: its time, floor and total weight.
+
+    Parameters
+    ----------
+    driver : str, path of ``arborx_emst``.
+    path : str, the row's ``.npy`` cloud.
+    min_samples, repeats : int
+    ours : dict, our row (``total_weight`` read).
+
+    Returns
+    -------
+    dict of ``reference_*`` fields; ``reference_total_relative_difference``
+    is |theirs - ours| / ours (the peer's weights are float32 distances).
+    """
+    done = subprocess.run([driver, path, str(min_samples), str(repeats)],
+                          capture_output=True, text=True, timeout=240)
+    if done.returncode != 0:
+        raise RuntimeError(f"{driver} exited {done.returncode}: {done.stderr[-2000:]}")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    r = json.loads(lines[-1])
+    n = r["n"]
+    return {"reference_library": r["library"], "reference_measured": True,
+            "reference_seconds": r["seconds"], "reference_seconds_all": r["seconds_all"],
+            "reference_floor_seconds": r["floor_seconds"],
+            "reference_total_weight": r["total_weight"],
+            "reference_total_relative_difference":
+                abs(r["total_weight"] - ours["total_weight"]) / ours["total_weight"],
+            "reference_edges": r["n_edges"],
+            "reference_peak_bytes_per_point_kokkos": r["peak_bytes_kokkos"] / n}
+
+
 def device_info():
     try:
         import cupy
@@ -306,8 +371,8 @@ def markdown(results, info):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", default=None,
-                   help="comma-separated row indices of ROWS + TIES_ROWS, or 'ties' "
-                        "(default: all)")
+                   help="comma-separated row indices of ALL_ROWS, or 'ties', 'kinds' or "
+                        "'contrast' (default: all)")
     p.add_argument("--kernels", default="cuda", choices=["cuda", "cpu", "emulated"],
                    help="the CUDA kernel set, the CPU (numba) one, or the CUDA kernels "
                         "emulated on the CPU (EMST_BENCH_EMULATE=1 too)")
@@ -322,6 +387,9 @@ def main():
                         "for --kernels cpu or emulated)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--workers", type=int, default=6)
+    p.add_argument("--reference", default=None,
+                   help="the peer's driver (benchmarks/peers/build-arborx.sh): time it on "
+                        "every row's cloud on the same GPU")
     a = p.parse_args()
 
     if a.kernels == "emulated" or os.environ.get("EMST_BENCH_EMULATE"):
@@ -344,6 +412,8 @@ def main():
         rows = list(TIES_ROWS)
     elif a.rows == "kinds":
         rows = list(KINDS_ROWS)
+    elif a.rows == "contrast":
+        rows = list(CONTRAST_ROWS)
     else:
         rows = [ALL_ROWS[int(i)] for i in a.rows.split(",")] if a.rows else list(ALL_ROWS)
     rows = [(nm, max(2, int(n * a.scale)), d, ms, ref, rf) for nm, n, d, ms, ref, rf in rows]
@@ -369,6 +439,17 @@ def main():
                           do_trace=not a.no_trace)
             r["collapse_duplicates"] = not a.no_collapse
             r["kernels"] = a.kernels
+            if a.reference:
+                if r["reference_seconds"] is not None:  # issue 3's H100 figures
+                    r["reference_seconds_h100_issue"] = r["reference_seconds"]
+                    r["reference_floor_seconds_h100_issue"] = r["reference_floor_seconds"]
+                try:
+                    r.update(reference_row(a.reference, path, row[3], a.repeats, r))
+                    r["speedup_vs_reference"] = r["reference_seconds"] / r["seconds"]
+                except Exception as e:  # keep our row
+                    r["reference_error"] = repr(e)
+                    r["reference_seconds"] = r["reference_floor_seconds"] = None
+                    r["speedup_vs_reference"] = None
         except Exception as e:  # keep the other rows
             import traceback
             traceback.print_exc()

@@ -71,7 +71,7 @@ def test_candidates_exact_and_bounds_below_the_nearest_foreign_point(cloud, dtyp
     bvh = engine.construct_bvh(K, x, engine.Timers(enabled=False))
     core2 = K.compute_core_distances(bvh, ms) if ms > 1 else None
     s = K.init_boruvka(bvh, core2, ms > 1)
-    assert bvh.delta is None  # construction only: the label walk reads the splits
+    assert bvh.delta is None  # construction only: the label pass reads the far ends
     n, edges, checked = bvh.n, 0, 0
     seen = np.zeros(2, np.int64)  # candidates, bounds
     while edges < n - 1:
@@ -116,8 +116,8 @@ def _check_tree(bvh, delta):
     """The tree over leaves of one point or two: the leaves are the points'
     tree's nodes of two points (``delta``, the points' prefix lengths) and
     the single points left; every node's box is the tight box of its
-    points, its label their common label or -1; every leaf is reached
-    once.  Returns the nodes checked."""
+    points, its label their common label or -1, its far end the other end
+    of its range; every leaf is reached once.  Returns the nodes checked."""
     lab, x = _labels_and_points(bvh)
     n, L = bvh.n, bvh.n_leaves
     first, two = _leaves(bvh)
@@ -142,6 +142,7 @@ def _check_tree(bvh, delta):
         np.testing.assert_array_equal(hi[k], x[pts].max(axis=0))
         common = lab[pts][0] if (lab[pts] == lab[pts][0]).all() else -1
         assert label[k] == common, (f, l, k)
+        assert bvh.far[k] == (l if k == f else f), (f, l, k)  # the label pass's range
         g = split[k]
         assert f <= g < l
         for a, b in ((f, g), (g + 1, l)):

@@ -22,8 +22,9 @@ if not pool_emu.available():  # pragma: no cover - no compiler or headers
 from cuda_emu import emulated_kernels  # noqa: E402
 
 #: bytes per point beyond the input, 3-D float32 (see benchmarks/NOTES.md):
-#: 56.7 with min_samples 1 (a node of two points of the tree is one leaf)
-BUDGET = {1: 57.5, 16: 61.5}
+#: 59.3 with min_samples 1 (a node of two points of the tree is one leaf;
+#: each node's far end for the label pass)
+BUDGET = {1: 60.0, 16: 64.0}
 #: the goal of the benchmark rows
 GOAL = {1: 64.0, 16: 100.0}
 
@@ -79,6 +80,6 @@ def test_ties_peak_within_goal(name):
                                      ("uniform", 200_000), ("halos", 200_000)])
 def test_smooth_peak_within_goal_with_a_margin(name, n):
     """Small clouds pay the pool's 512-byte blocks and the small arrays on
-    top (57.2 B/pt at 6,250 points): every one under the goal by 6 B/pt."""
+    top: every one under the goal by 3.5 B/pt."""
     s = _peak(name, n, 1)
-    assert s["peak_bytes_per_point"] <= GOAL[1] - 6, s
+    assert s["peak_bytes_per_point"] <= GOAL[1] - 3.5, s

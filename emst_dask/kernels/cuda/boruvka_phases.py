@@ -33,7 +33,7 @@ class BoruvkaPhases:
             infinite-radius key (``KEY_INIT``); ``key2`` all ones for float64,
             else ``best`` itself; ``edges`` is ``best`` (float32) or ``key2``
             (float64); ``it = 0``.  The tree's ``delta`` is dropped: the
-            label walk runs on the splits and ``bvh.side``.
+            label pass reads each node's range from ``bvh.far``.
         """
         xp = cls.xp
         n, dt = bvh.n, bvh.dtype
@@ -49,11 +49,16 @@ class BoruvkaPhases:
 
     @classmethod
     def reduce_labels(cls, bvh, s):
-        """Label every internal node with its leaves' common component, or -1 (``k_climb``).
+        """Label every internal node with its leaves' common component, or -1.
 
-        The construction's bottom-up walk, one thread per leaf, CAS flags in
-        ``bvh.aux`` (reset to -1 first).  Nothing in the first iteration: all
-        points are singletons and ``k_build`` left every node at -1.
+        A node's points are one component's exactly when no label changes
+        between neighbouring points of its range: ``k_change_bits`` writes a
+        bit a point (it and the next differ) and a count a word of 32
+        points, an exclusive cumsum of the counts gives the changes before
+        each word, and ``k_node_labels`` (a thread a node) compares the
+        prefix counts at its range's two ends (``bvh.far``).  Nothing in the
+        first iteration: all points are singletons and ``k_build`` left every
+        node at -1.
 
         Parameters
         ----------
@@ -63,15 +68,26 @@ class BoruvkaPhases:
         Returns
         -------
         None
-            Writes the label field of the node records in ``bvh.nodes``.
+            Writes the label field of the node records in ``bvh.nodes``
+            (scratch: two (ceil(n/32),) int32 arrays and the cumsum's) and
+            puts ``bvh.aux`` back at -1 for the later passes.
         """
         if s.it == 0:
             return  # all points singletons: every node is mixed (k_build set -1)
-        bvh.aux.fill(-1)  # (also the rest value the later passes expect)
+        bvh.aux.fill(-1)  # the rest value the later passes expect
         if bvh.n_leaves < 2:
             return  # one leaf: no node
-        cls._launch(bvh, bvh.d, "k_climb", bvh.n_leaves,
-                    (bvh.side, bvh.P, bvh.tab, _i32(bvh.n_leaves), bvh.nodes, bvh.aux))
+        xp = cls.xp
+        n = bvh.n
+        words = (n + 31) // 32
+        bits = xp.empty(words, np.uint32)
+        count = xp.empty(words, np.int32)
+        cls._launch(bvh, bvh.d, "k_change_bits", n, (bvh.P, _i32(n), bits, count))
+        before = xp.cumsum(count, dtype=np.int32)
+        before -= count
+        del count
+        cls._launch(bvh, bvh.d, "k_node_labels", bvh.n_leaves - 1,
+                    (bvh.P, bvh.tab, bvh.far, bits, before, _i32(bvh.n_leaves - 1), bvh.nodes))
 
     @classmethod
     def compute_upper_bounds(cls, bvh, s):
@@ -287,7 +303,7 @@ class BoruvkaPhases:
         """The tree's edges as input rows, their weights recomputed (``k_finalize``).
 
         Reads the root's label (4 bytes), releases the tree and the search state
-        (``bvh.nodes``, ``bvh.side``, ``bvh.aux``, ``s.cl`` and the key arrays
+        (``bvh.nodes``, ``bvh.far``, ``bvh.aux``, ``s.cl`` and the key arrays
         become None), then one thread per edge: every tree position but
         the root's holds the edge that absorbed it.
 
@@ -316,7 +332,7 @@ class BoruvkaPhases:
         root = cls._final_root(bvh)
         # the tree and the search state are done with: give their memory back
         # before the outputs are allocated (the peak stays the loop's)
-        bvh.nodes = bvh.delta = bvh.side = bvh.aux = bvh.tab = None
+        bvh.nodes = bvh.delta = bvh.far = bvh.aux = bvh.tab = None
         s.cl = None
         if s.edges is not s.best:
             s.best = None

@@ -125,20 +125,6 @@ __global__ void k_delta(const u64* __restrict__ codes, const u64* __restrict__ f
   delta[i] = (unsigned char)p;
 }
 
-// side[w], bit b: leaf 32 w + b is its parent's left child (one thread a
-// word of 32 leaves; n >= 2 leaves, delta the leaves').  The label walk
-// starts from these bits.
-template <typename T, int D>
-__global__ void k_sides(const unsigned char* __restrict__ delta, int n, u32* __restrict__ side) {
-  int w = thread_index();
-  if (w >= ((n + 31) >> 5)) return;
-  int first = w << 5;
-  u32 bits = 0;
-  for (int b = 0; b < 32 && first + b < n; ++b)
-    if (is_left_child(delta, first + b, first + b, n)) bits |= 1u << b;
-  side[w] = bits;
-}
-
 // The leaves, in two passes over words of 32 points (one thread a word):
 // k_pairs marks the pairs (bit b of pairs[w]: points 32 w + b and the next
 // are one leaf) and counts the leaves starting in each word; k_leaves,
@@ -217,24 +203,17 @@ __device__ __forceinline__ void leaf_box(const Pt<T, D>* P, const u64* tab, int 
   }
 }
 
-// the common component label of leaf l's points, or -1
-template <typename T, int D>
-__device__ __forceinline__ int leaf_label(const Pt<T, D>* P, const u64* tab, int l) {
-  Leaf f = leaf_of(tab, l);
-  int L = P[f.first].label;
-  if (f.two && P[f.first + 1].label != L) L = -1;
-  return L;
-}
-
 // Bottom-up construction, one thread per leaf (n leaves here, delta the
 // leaves'): a thread holding the finished subtree [l, r] flags its parent's
 // split with a CAS; the first to arrive leaves, the second merges its
-// sibling's box and writes the parent.  Boxes are written once; the CAS is
+// sibling's box and writes the parent, and the far end of its range (node k
+// covers [k, far[k]] or [far[k], k]).  Boxes are written once; the CAS is
 // only a flag (Apetrei 2014; ArborX).  flags[] must hold -1; every flag is
 // back at -1 when the kernel ends.
 template <typename T, int D>
 __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>* __restrict__ P,
-                        const u64* __restrict__ tab, int n, Node<T, D>* nodes, int* flags) {
+                        const u64* __restrict__ tab, int n, Node<T, D>* nodes, int* flags,
+                        int* __restrict__ far) {
   int i = thread_index();
   if (i >= n) return;
   int l = i, r = i;
@@ -277,6 +256,7 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
     nd.split = s;
     nd.label = -1;  // every node is mixed while all points are singletons
     nodes[k] = nd;
+    far[k] = k == pl ? pr : pl;  // the range's other end, for the label pass
     if (root) return;
     l = pl;
     r = pr;
@@ -284,45 +264,53 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
 }
 
 // ---------------------------------------------------------------------------
-// 3. label reduction: the same bottom-up walk; a node gets its children's
-// common label, or -1 (mixed).  Without delta: a leaf's side is its bit in
-// side[]; an internal node [l, r] is stored at r when it is a left child and
-// at l otherwise (Karras), so the walker knows the side of the node it
-// holds, and the parent [pl, pr] with split s is the node at pr exactly when
-// that node's split is s (every split is one node's).
+// 3. label reduction: a node is pure (all its points one component) exactly
+// when no label changes between neighbouring points inside its range, so it
+// reads two prefix counts of the changes along the tree order.  The counts
+// are kept a word per 32 points: the word's change bits (bit b: point
+// 32 w + b and the next differ) and the changes before the word (an
+// exclusive sum over the words' counts, CuPy's cumsum between the passes).
 // ---------------------------------------------------------------------------
 template <typename T, int D>
-__global__ void k_climb(const u32* __restrict__ side, const Pt<T, D>* __restrict__ P,
-                        const u64* __restrict__ tab, int n, Node<T, D>* nodes, int* flags) {
-  int i = thread_index();
-  if (i >= n) return;  // n: the leaves
-  int l = i, r = i;
-  bool left = (side[i >> 5] >> (i & 31)) & 1u;
-  int L = leaf_label<T, D>(P, tab, i);
-  while (true) {
-    int s = left ? r : l - 1;
-    __threadfence();
-    int other = atomicCAS(&flags[s], -1, left ? l : r);
-    if (other == -1) return;
-    __threadfence();
-    flags[s] = -1;
-    int sib, pl, pr;
-    bool sib_leaf;
-    if (left) {
-      sib = r + 1; sib_leaf = (other == r + 1); pl = l; pr = other;
-    } else {
-      sib = l - 1; sib_leaf = (other == l - 1); pl = other; pr = r;
-    }
-    int Ls = sib_leaf ? leaf_label<T, D>(P, tab, sib) : __ldcg(&nodes[sib].label);
-    if (Ls != L) L = -1;
-    bool root = (pl == 0 && pr == n - 1);
-    // (the walk writes labels only: the splits read here are the build's)
-    left = !root && pr < n - 1 && nodes[pr].split == s;
-    int k = root ? 0 : (left ? pr : pl);
-    nodes[k].label = L;
-    if (root) return;
-    l = pl;
-    r = pr;
+__global__ void k_change_bits(const Pt<T, D>* __restrict__ P, int n, u32* __restrict__ bits,
+                              int* __restrict__ count) {
+  int i = thread_index();  // no early return: the whole warp takes part in the ballot
+  bool c = i + 1 < n && P[i].label != P[i + 1].label;
+#ifdef EMST_EMULATE
+  if (i < n) {
+    int w = i >> 5;
+    if ((i & 31) == 0) { bits[w] = 0; count[w] = 0; }  // threads run in order
+    if (c) { bits[w] |= 1u << (i & 31); count[w] += 1; }
   }
+#else
+  u32 m = __ballot_sync(0xffffffffu, c);  // blocks are whole warps: lane = i & 31
+  if ((i & 31) == 0 && i < n) {
+    bits[i >> 5] = m;
+    count[i >> 5] = __popc(m);
+  }
+#endif
 }
 
+// the number of label changes between neighbouring points before point a
+__device__ __forceinline__ int changes_before(const u32* __restrict__ bits,
+                                              const int* __restrict__ before, int a) {
+  int w = a >> 5;
+  return before[w] + __popc(bits[w] & ((1u << (a & 31)) - 1u));
+}
+
+// one thread a node: its points [a, b] are one component's when no label
+// changes between a and b
+template <typename T, int D>
+__global__ void k_node_labels(const Pt<T, D>* __restrict__ P, const u64* __restrict__ tab,
+                              const int* __restrict__ far, const u32* __restrict__ bits,
+                              const int* __restrict__ before, int m, Node<T, D>* nodes) {
+  int k = thread_index();
+  if (k >= m) return;  // m: the nodes
+  int e = far[k];
+  int f = k < e ? k : e, l = k < e ? e : k;
+  int a = leaf_of(tab, f).first;
+  Leaf z = leaf_of(tab, l);
+  int b = z.first + (z.two ? 1 : 0);
+  bool pure = changes_before(bits, before, a) == changes_before(bits, before, b);
+  nodes[k].label = pure ? P[a].label : -1;
+}

@@ -116,8 +116,8 @@ class ConstructionPhases:
         ``k_leaves`` writes the leaf table and the deltas where leaves meet.
         ``k_build`` writes the node records over the leaves bottom-up, one
         thread per leaf with CAS flags in ``aux`` (Apetrei 2014), every node
-        labelled -1 (mixed), and ``k_sides`` each leaf's side bit for the
-        label walk.  For n < 2 only the gather runs; one device-to-host read
+        labelled -1 (mixed), and each node's far end (``far``) for the
+        label pass.  For n < 2 only the gather runs; one device-to-host read
         (the leaf count).
 
         Parameters
@@ -152,13 +152,12 @@ class ConstructionPhases:
         leaves, tab, delta = cls._leaves(dt, d, codes, fine, n)
         m = leaves - 1  # the nodes
         nodes = xp.empty(max(m, 1) * ns, np.uint8)
+        far = xp.empty(max(m, 1), np.int32)
         if m:
-            cls._launch(dt, d, "k_build", leaves, (delta, P, tab, _i32(leaves), nodes, aux))
-        side = xp.zeros(max((leaves + 31) // 32, 1), np.uint32)
-        if m:
-            cls._launch(dt, d, "k_sides", side.shape[0], (delta, _i32(leaves), side))
+            cls._launch(dt, d, "k_build", leaves,
+                        (delta, P, tab, _i32(leaves), nodes, aux, far))
         period = None if period is None else np.asarray(period, np.float64)
-        return CudaBVH(P=P, nodes=nodes, delta=delta, side=side, orig=orig, aux=aux, n=n, d=d,
+        return CudaBVH(P=P, nodes=nodes, delta=delta, far=far, orig=orig, aux=aux, n=n, d=d,
                        dtype=dt, pt_bytes=ps, node_bytes=ns, period=period, tab=tab,
                        n_leaves=leaves)
 

@@ -12,9 +12,10 @@ The engine's phases map to launches as follows (n threads each, tree order):
 construct_bvh                  k_morton, argsort (CuPy's, stable), k_gather,
                                k_delta, k_pairs, k_leaves (a node of two
                                points is one leaf), k_build (bottom-up, CAS
-                               flags), k_sides
+                               flags; each node's far end)
 compute_core_distances         k_knn (k-th other neighbour, value only)
-reduce_labels                  aux <- -1, k_climb (bottom-up); nothing in the
+reduce_labels                  k_change_bits, a cumsum of n/32 counts,
+                               k_node_labels (a thread a node); nothing in the
                                first iteration (all nodes are mixed)
 compute_upper_bounds           k_bounds: Morton neighbours + still-foreign
                                certified candidates, 64-bit atomicMin
@@ -28,10 +29,11 @@ finalize_edges                 k_finalize
 
 Device memory per point, 3-D float32, min_samples = 1: points with labels 16,
 nodes 20.5 (32 bytes, L - 1 of them for L = 0.64 n leaves: a node of two
-points of the points' tree is one leaf), the leaf table 0.16 and leaf sides
-0.08, orig 4, aux 4, a certified candidate or a lower bound 4, best 8
-(which also holds the finished edges): 56.7 bytes, plus what the engine
-holds (delta lives through the construction only).
+points of the points' tree is one leaf), each node's far end 2.56, the
+leaf table 0.16, orig 4, aux 4, a certified candidate or a lower bound 4,
+best 8 (which also holds the finished edges): 59.2 bytes, plus what the
+engine holds (delta lives through the construction only) and the label
+pass's 0.25 a point.
 """
 from __future__ import annotations
 

@@ -51,9 +51,9 @@ class CudaBVH:
     word) and a bit a leaf set when it holds two (high word).  nodes :
     ((L-1) * node_bytes,) uint8 node records (box, split, label).  delta :
     (L-1,) uint8 common-prefix lengths of the codes where neighbouring
-    leaves meet (construction only: ``init_boruvka`` drops it).  side :
-    (ceil(L/32),) uint32, bit l set when leaf l is its parent's left child
-    (the label walk's start).  orig : (n,) int32 input row of each position.  aux :
+    leaves meet (construction only: ``init_boruvka`` drops it).  far :
+    (L-1,) int32, the other end of each node's leaf range (node k covers
+    [k, far[k]] or [far[k], k]; the label pass reads both).  orig : (n,) int32 input row of each position.  aux :
     (n,) int32 scratch (construction flags, then the Borůvka work lists).  period : (d,)
     float64 box lengths of a periodic box (scaled with the points; the
     kernels of the periodic modules run), or None.
@@ -62,7 +62,7 @@ class CudaBVH:
     P: Any
     nodes: Any
     delta: Any
-    side: Any
+    far: Any
     orig: Any
     aux: Any
     n: int
