@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import emst_dask.engine.core as core_module
+import emst_dask.engine.duplicates as duplicates_module
 from emst_dask import emst
 from emst_dask.engine import Timers, boruvka
 from emst_dask.engine.boruvka import morton_order
@@ -47,6 +48,16 @@ def run(request, monkeypatch):
     def go(pts, **kw):
         return emst(pts, backend=name, **kw)
     return go
+
+
+@pytest.fixture(params=["host", "device"])
+def crowded_on(request, monkeypatch):
+    """Both ways of handling the crowded points (``HOST_ROWS``): with numpy on
+    the host (a few of them, the default here) and with the kernel set's
+    arrays (many)."""
+    if request.param == "device":
+        monkeypatch.setattr(duplicates_module, "HOST_ROWS", 0)
+    return request.param
 
 
 def _strict_tree(points):
@@ -90,7 +101,7 @@ def _tracks(n, seed, dtype=np.float64):
 # the clouds of the task
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-def test_lattice_two_points_per_site(run, dtype):
+def test_lattice_two_points_per_site(run, crowded_on, dtype):
     pts = _lattice(30, 2, 1800, 0, dtype)  # 900 sites, ~2 points each
     tree = _check(run, pts, integer=True)
     n_distinct = np.unique(pts, axis=0).shape[0]
@@ -107,7 +118,7 @@ def test_lattice_3d_duplicates_far_from_origin(run):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-def test_quantised_tracks(run, dtype):
+def test_quantised_tracks(run, crowded_on, dtype):
     pts = _tracks(2400, 2, dtype)
     assert np.unique(pts, axis=0).shape[0] < 0.8 * len(pts)  # many duplicates
     _check(run, pts)
@@ -143,7 +154,7 @@ def test_few_copies_collapsed_or_not(run):
     assert tree.components[1] != 997
 
 
-def test_periodic_box(run):
+def test_periodic_box(run, crowded_on):
     """In a box only equal values are duplicates: 0 and near L are distinct
     points, one grid step apart across the face."""
     rng = np.random.default_rng(6)
@@ -159,7 +170,7 @@ def test_periodic_box(run):
     assert edge_set(tree.source, tree.target) == kruskal_tie_ordered((diff * diff).sum(axis=2))
 
 
-def test_negative_zero_is_zero(run):
+def test_negative_zero_is_zero(run, crowded_on):
     """-0.0 and 0.0 are equal values at distance 0: one group."""
     pts = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, -0.0], [1.0, 1.0], [-0.0, 0.0],
                     [2.0, 2.0], [-0.0, -0.0]] * 40)
@@ -172,7 +183,7 @@ def test_negative_zero_is_zero(run):
     assert int((host(tree.weight) == 0).sum()) == len(pts) - 4
 
 
-def test_clump_in_one_code_cell_with_copies(run):
+def test_clump_in_one_code_cell_with_copies(run, crowded_on):
     """Distinct points and copies in one Morton cell: the run is sorted by
     coordinates to find the groups."""
     rng = np.random.default_rng(7)
@@ -188,7 +199,7 @@ def test_copies_in_other_dimensions(run, d):
     _check(run, pts, integer=True)
 
 
-def test_row_permutations(run):
+def test_row_permutations(run, crowded_on):
     """Every order of the rows gives the tree of the strict order on that
     order's rows (the same total), collapsed or not."""
     base = _lattice(10, 2, 600, 9, np.float32)

@@ -26,7 +26,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import scatter_max, scatter_min
-from .duplicates import collapse, find_duplicates, min_fraction
+from . import duplicates
+from .duplicates import (collapse, crowded_points, find_duplicates, min_fraction,
+                         stable_argsort)
 from .order import strict_edge_order
 from .scaling import bounds, ldexp, scale_exactly
 
@@ -239,42 +241,76 @@ def refine_crowded_cells(K, points, codes, perm, bits):
     (n,) uint64 array of ``K.xp`` or None
         The finer codes in tree order (0 outside the runs), ascending in
         each run; None when no run holds two distinct points, or in 1-D
-        (63 bits already part every two float64 values).
+        (63 bits already part every two float64 values).  Up to
+        ``duplicates.HOST_ROWS`` crowded points are ordered with numpy on
+        the host (their codes still come from ``K.morton_codes``).
     """
     xp = K.xp
     n, d = points.shape
     if n < 3 or d == 1:
         return None
-    same = codes[1:] == codes[:-1]
-    if not bool(same.any()):
+    at, first = crowded_points(xp, codes)
+    if at is None:
         return None
-    crowded = xp.zeros(n, dtype=bool)
-    crowded[1:] |= same
-    crowded[:-1] |= same
-    at = xp.flatnonzero(crowded)
     rows = perm[at]
-    run = codes[at]
-    first = xp.ones(at.shape[0], dtype=bool)
-    first[1:] = run[1:] != run[:-1]
+    x = points[rows]
+
+    def codes_of(u):  # in the points' dtype: the kernels compiled for this cloud serve
+        return K.morton_codes(xp.asarray(u.astype(points.dtype)), np.zeros(d), np.ones(d), bits)
+
+    if at.shape[0] <= duplicates.HOST_ROWS:  # a few points: numpy on the host, the codes on the device
+        h_rows = K.to_host(rows)
+        fine, by = _finer_order(np, stable_argsort, K.to_host(x).astype(np.float64),
+                                K.to_host(first), bits, lambda u: K.to_host(codes_of(u)))
+        if fine is None:
+            return None
+        perm[at] = xp.asarray(h_rows[by].astype(perm.dtype, copy=False))
+        out = xp.zeros(n, np.uint64)
+        out[at] = xp.asarray(fine[by])
+        return out
+    fine, by = _finer_order(xp, K.sort_by_code, x.astype(np.float64), first, bits, codes_of)
+    del x
+    if fine is None:
+        return None
+    perm[at] = rows[by]
+    out = xp.zeros(n, np.uint64)
+    out[at] = fine[by]
+    return out
+
+
+def _finer_order(xp, sort, x, first, bits, codes_of):
+    """The crowded points' finer codes and their order (``refine_crowded_cells``' body).
+
+    Parameters
+    ----------
+    xp : numpy or cupy
+    sort : stable argsort of a uint64 array of ``xp``
+    x : (c, d) float64 array of ``xp``, the crowded points, tree order
+        (overwritten)
+    first : (c,) bool array of ``xp``, where a run of equal codes starts
+    bits : int, bits per axis
+    codes_of : callable, (c, d) float64 array of ``xp`` in [0, 2**bits] ->
+        its Morton codes, (c,) uint64 array of ``xp``
+
+    Returns
+    -------
+    fine : (c,) uint64 array of ``xp``, or None when only duplicates share
+        their cells
+    by : (c,) int array of ``xp``, the order by run, then finer code
+    """
     rid = xp.cumsum(first) - 1  # each crowded point's run, 0 .. R - 1
-    x = points[rows].astype(np.float64)
     x -= x.min(axis=0)  # offsets >= 0, which the scatters compare by their bits
     lo, hi = _run_boxes(xp, x, rid, int(rid[-1]) + 1)
     scale = code_scale(xp, hi - lo, bits)
     x -= lo.T[rid]
     x *= scale.T[rid]
     del lo, hi, scale
-    # in the points' dtype: the kernels compiled for this cloud serve
-    fine = K.morton_codes(x.astype(points.dtype), np.zeros(d), np.ones(d), bits)
-    del x
+    fine = codes_of(x)
     if not bool(((fine[1:] != fine[:-1]) & ~first[1:]).any()):
-        return None  # only duplicates share their cells: nothing to split
-    by = K.sort_by_code(fine)
-    by = by[K.sort_by_code(rid[by].astype(np.uint64))]  # stable: by run, then finer code
-    perm[at] = rows[by]
-    out = xp.zeros(n, np.uint64)
-    out[at] = fine[by]
-    return out
+        return None, None  # only duplicates share their cells: nothing to split
+    by = sort(fine)
+    by = by[sort(rid[by].astype(np.uint64))]  # stable: by run, then finer code
+    return fine, by
 
 
 def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=None,

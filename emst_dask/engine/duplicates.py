@@ -137,6 +137,44 @@ def _coordinate_keys(xp, x):
     return keys
 
 
+#: crowded points up to this many are handled with numpy on the host: a
+#: few dozen array operations on a few points cost a launch each on a GPU
+HOST_ROWS = 1 << 16
+
+
+def crowded_points(xp, codes):
+    """The points that share their code cell with another, in tree order.
+
+    Parameters
+    ----------
+    xp : numpy or cupy
+    codes : (n,) uint64 array of ``xp``, sorted ascending (n >= 2)
+
+    Returns
+    -------
+    at : (c,) int64 array of ``xp`` or None
+        Their tree positions, ascending; None when every cell holds one point.
+    first : (c,) bool array of ``xp``
+        Where a run of equal codes starts.
+    """
+    same = codes[1:] == codes[:-1]
+    if not bool(same.any()):
+        return None, None
+    crowded = xp.zeros(codes.shape[0], dtype=bool)
+    crowded[1:] |= same
+    crowded[:-1] |= same
+    at = xp.flatnonzero(crowded)
+    del crowded
+    first = xp.ones(at.shape[0], dtype=bool)  # each run's first point
+    first[1:] = ~same[at[1:] - 1]
+    return at, first
+
+
+def stable_argsort(keys):
+    """numpy's stable argsort (the host's ``sort_by_code``)."""
+    return np.argsort(keys, kind="stable")
+
+
 def find_duplicates(K, points, codes, perm):
     """The groups of identical points, from the Morton order.
 
@@ -150,27 +188,45 @@ def find_duplicates(K, points, codes, perm):
     Returns
     -------
     Duplicates or None
-        None when no two points are equal.
+        None when no two points are equal.  Up to ``HOST_ROWS`` crowded
+        points are grouped with numpy on the host.
     """
     xp = K.xp
     n = points.shape[0]
     if n < 2:
         return None
-    same = codes[1:] == codes[:-1]
-    if not bool(same.any()):
+    at, first = crowded_points(xp, codes)
+    if at is None:
         return None
     it = np.int32 if n < 2**31 else np.int64  # indices: half the bytes on a GPU
-    crowded = xp.zeros(n, dtype=bool)
-    crowded[1:] |= same
-    crowded[:-1] |= same
-    at = xp.flatnonzero(crowded)
-    del crowded
-    first = xp.ones(at.shape[0], dtype=bool)  # each run's first point
-    first[1:] = ~same[at[1:] - 1]
-    del same
     rows = perm[at].astype(it, copy=False)  # ascending within each run
-    del at
     x = points[rows]
+    del at
+    if rows.shape[0] <= HOST_ROWS:
+        found = _groups(np, stable_argsort, K.to_host(rows), K.to_host(x), K.to_host(first), it)
+        found = None if found is None else Duplicates(xp.asarray(found.copy),
+                                                      xp.asarray(found.rep))
+    else:
+        found = _groups(xp, K.sort_by_code, rows, x, first, it)
+    return found
+
+
+def _groups(xp, sort, rows, x, first, it):
+    """The groups among the crowded points (``find_duplicates``' body).
+
+    Parameters
+    ----------
+    xp : numpy or cupy
+    sort : stable argsort of a uint64 array of ``xp``
+    rows : (c,) int array of ``xp``, the crowded points' rows, tree order
+    x : (c, d) float array of ``xp``, their coordinates
+    first : (c,) bool array of ``xp``, where a run of equal codes starts
+    it : the index dtype
+
+    Returns
+    -------
+    Duplicates (arrays of ``xp``) or None
+    """
     # a run is one group when each point equals the one before it (values:
     # -0.0 == 0.0)
     differs = ~(x[1:] == x[:-1]).all(axis=1) & ~first[1:]
@@ -190,7 +246,7 @@ def find_duplicates(K, points, codes, perm):
         mrows, mx = rows[in_mixed], x[in_mixed]
         order = xp.arange(mrows.shape[0])
         for key in reversed(_coordinate_keys(xp, mx)):  # least significant first
-            order = order[K.sort_by_code(xp.ascontiguousarray(key[order]))]
+            order = order[sort(xp.ascontiguousarray(key[order]))]
         mrows, mx = mrows[order], mx[order]
         del order
         dup = xp.zeros(mrows.shape[0], dtype=bool)

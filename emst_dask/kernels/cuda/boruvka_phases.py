@@ -54,8 +54,8 @@ class BoruvkaPhases:
         A node's points are one component's exactly when no label changes
         between neighbouring points of its range: ``k_change_bits`` writes a
         bit a point (it and the next differ) and a count a word of 32
-        points, an exclusive cumsum of the counts gives the changes before
-        each word, and ``k_node_labels`` (a thread a node) compares the
+        points, a cumsum of the counts gives the changes up to each word's
+        end, and ``k_node_labels`` (a thread a node) compares the
         prefix counts at its range's two ends (``bvh.far``).  Nothing in the
         first iteration: all points are singletons and ``k_build`` left every
         node at -1.
@@ -83,11 +83,10 @@ class BoruvkaPhases:
         bits = xp.empty(words, np.uint32)
         count = xp.empty(words, np.int32)
         cls._launch(bvh, bvh.d, "k_change_bits", n, (bvh.P, _i32(n), bits, count))
-        before = xp.cumsum(count, dtype=np.int32)
-        before -= count
+        upto = xp.cumsum(count, dtype=np.int32)
         del count
         cls._launch(bvh, bvh.d, "k_node_labels", bvh.n_leaves - 1,
-                    (bvh.P, bvh.tab, bvh.far, bits, before, _i32(bvh.n_leaves - 1), bvh.nodes))
+                    (bvh.P, bvh.tab, bvh.far, bits, upto, _i32(bvh.n_leaves - 1), bvh.nodes))
 
     @classmethod
     def compute_upper_bounds(cls, bvh, s):

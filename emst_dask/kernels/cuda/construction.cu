@@ -268,8 +268,8 @@ __global__ void k_build(const unsigned char* __restrict__ delta, const Pt<T, D>*
 // when no label changes between neighbouring points inside its range, so it
 // reads two prefix counts of the changes along the tree order.  The counts
 // are kept a word per 32 points: the word's change bits (bit b: point
-// 32 w + b and the next differ) and the changes before the word (an
-// exclusive sum over the words' counts, CuPy's cumsum between the passes).
+// 32 w + b and the next differ) and the changes up to the word's end (an
+// inclusive sum over the words' counts, CuPy's cumsum between the passes).
 // ---------------------------------------------------------------------------
 template <typename T, int D>
 __global__ void k_change_bits(const Pt<T, D>* __restrict__ P, int n, u32* __restrict__ bits,
@@ -291,11 +291,12 @@ __global__ void k_change_bits(const Pt<T, D>* __restrict__ P, int n, u32* __rest
 #endif
 }
 
-// the number of label changes between neighbouring points before point a
+// the number of label changes between neighbouring points before point a:
+// those up to the end of its word less those of the word from a on
 __device__ __forceinline__ int changes_before(const u32* __restrict__ bits,
-                                              const int* __restrict__ before, int a) {
+                                              const int* __restrict__ upto, int a) {
   int w = a >> 5;
-  return before[w] + __popc(bits[w] & ((1u << (a & 31)) - 1u));
+  return upto[w] - __popc(bits[w] >> (a & 31));
 }
 
 // one thread a node: its points [a, b] are one component's when no label
@@ -303,7 +304,7 @@ __device__ __forceinline__ int changes_before(const u32* __restrict__ bits,
 template <typename T, int D>
 __global__ void k_node_labels(const Pt<T, D>* __restrict__ P, const u64* __restrict__ tab,
                               const int* __restrict__ far, const u32* __restrict__ bits,
-                              const int* __restrict__ before, int m, Node<T, D>* nodes) {
+                              const int* __restrict__ upto, int m, Node<T, D>* nodes) {
   int k = thread_index();
   if (k >= m) return;  // m: the nodes
   int e = far[k];
@@ -311,6 +312,6 @@ __global__ void k_node_labels(const Pt<T, D>* __restrict__ P, const u64* __restr
   int a = leaf_of(tab, f).first;
   Leaf z = leaf_of(tab, l);
   int b = z.first + (z.two ? 1 : 0);
-  bool pure = changes_before(bits, before, a) == changes_before(bits, before, b);
+  bool pure = changes_before(bits, upto, a) == changes_before(bits, upto, b);
   nodes[k].label = pure ? P[a].label : -1;
 }
