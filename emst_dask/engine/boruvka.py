@@ -253,14 +253,13 @@ def refine_crowded_cells(K, points, codes, perm, bits):
     if at is None:
         return None
     rows = perm[at]
-    x = points[rows]
 
     def codes_of(u):  # in the points' dtype: the kernels compiled for this cloud serve
         return K.morton_codes(xp.asarray(u.astype(points.dtype)), np.zeros(d), np.ones(d), bits)
 
-    if at.shape[0] <= duplicates.HOST_ROWS:  # a few points: numpy on the host, the codes on the device
+    if at.shape[0] <= duplicates.HOST_ROWS:  # a few: numpy on the host, codes on the device
         h_rows = K.to_host(rows)
-        fine, by = _finer_order(np, stable_argsort, K.to_host(x).astype(np.float64),
+        fine, by = _finer_order(np, stable_argsort, K.to_host(points[rows]).astype(np.float64),
                                 K.to_host(first), bits, lambda u: K.to_host(codes_of(u)))
         if fine is None:
             return None
@@ -268,8 +267,8 @@ def refine_crowded_cells(K, points, codes, perm, bits):
         out = xp.zeros(n, np.uint64)
         out[at] = xp.asarray(fine[by])
         return out
-    fine, by = _finer_order(xp, K.sort_by_code, x.astype(np.float64), first, bits, codes_of)
-    del x
+    fine, by = _finer_order(xp, K.sort_by_code, points[rows].astype(np.float64), first, bits,
+                            codes_of)
     if fine is None:
         return None
     perm[at] = rows[by]
@@ -306,6 +305,7 @@ def _finer_order(xp, sort, x, first, bits, codes_of):
     x *= scale.T[rid]
     del lo, hi, scale
     fine = codes_of(x)
+    del x
     if not bool(((fine[1:] != fine[:-1]) & ~first[1:]).any()):
         return None, None  # only duplicates share their cells: nothing to split
     by = sort(fine)

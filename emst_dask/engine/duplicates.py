@@ -200,33 +200,38 @@ def find_duplicates(K, points, codes, perm):
         return None
     it = np.int32 if n < 2**31 else np.int64  # indices: half the bytes on a GPU
     rows = perm[at].astype(it, copy=False)  # ascending within each run
-    x = points[rows]
     del at
-    if rows.shape[0] <= HOST_ROWS:
-        found = _groups(np, stable_argsort, K.to_host(rows), K.to_host(x), K.to_host(first), it)
+    held = [rows, points[rows], first]
+    del rows, first
+    if held[0].shape[0] <= HOST_ROWS:
+        found = _groups(np, stable_argsort, [K.to_host(a) for a in held], it)
+        del held
         found = None if found is None else Duplicates(xp.asarray(found.copy),
                                                       xp.asarray(found.rep))
     else:
-        found = _groups(xp, K.sort_by_code, rows, x, first, it)
+        found = _groups(xp, K.sort_by_code, held, it)
     return found
 
 
-def _groups(xp, sort, rows, x, first, it):
+def _groups(xp, sort, held, it):
     """The groups among the crowded points (``find_duplicates``' body).
 
     Parameters
     ----------
     xp : numpy or cupy
     sort : stable argsort of a uint64 array of ``xp``
-    rows : (c,) int array of ``xp``, the crowded points' rows, tree order
-    x : (c, d) float array of ``xp``, their coordinates
-    first : (c,) bool array of ``xp``, where a run of equal codes starts
+    held : list of (rows, x, first), emptied here (each array is freed
+        as soon as it is done with): the crowded points' rows ((c,) int
+        array of ``xp``, tree order), their coordinates ((c, d) float) and
+        where a run of equal codes starts ((c,) bool)
     it : the index dtype
 
     Returns
     -------
     Duplicates (arrays of ``xp``) or None
     """
+    rows, x, first = held
+    held.clear()
     # a run is one group when each point equals the one before it (values:
     # -0.0 == 0.0)
     differs = ~(x[1:] == x[:-1]).all(axis=1) & ~first[1:]

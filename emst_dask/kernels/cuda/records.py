@@ -53,7 +53,8 @@ class CudaBVH:
     (L-1,) uint8 common-prefix lengths of the codes where neighbouring
     leaves meet (construction only: ``init_boruvka`` drops it).  far :
     (L-1,) int32, the other end of each node's leaf range (node k covers
-    [k, far[k]] or [far[k], k]; the label pass reads both).  orig : (n,) int32 input row of each position.  aux :
+    [k, far[k]] or [far[k], k]; the label pass reads both).  orig : (n,)
+    int32 input row of each position.  aux :
     (n,) int32 scratch (construction flags, then the Borůvka work lists).  period : (d,)
     float64 box lengths of a periodic box (scaled with the points; the
     kernels of the periodic modules run), or None.
