@@ -258,22 +258,20 @@ def refine_crowded_cells(K, points, codes, perm, bits):
         return K.morton_codes(xp.asarray(u.astype(points.dtype)), np.zeros(d), np.ones(d), bits)
 
     if at.shape[0] <= duplicates.HOST_ROWS:  # a few: numpy on the host, codes on the device
-        h_rows = K.to_host(rows)
         fine, by = _finer_order(np, stable_argsort, K.to_host(points[rows]).astype(np.float64),
                                 K.to_host(first), bits, lambda u: K.to_host(codes_of(u)))
         if fine is None:
             return None
-        perm[at] = xp.asarray(h_rows[by].astype(perm.dtype, copy=False))
-        out = xp.zeros(n, np.uint64)
-        out[at] = xp.asarray(fine[by])
-        return out
-    fine, by = _finer_order(xp, K.sort_by_code, points[rows].astype(np.float64), first, bits,
-                            codes_of)
-    if fine is None:
-        return None
-    perm[at] = rows[by]
+        fine, rows = xp.asarray(fine[by]), xp.asarray(K.to_host(rows)[by])
+    else:
+        fine, by = _finer_order(xp, K.sort_by_code, points[rows].astype(np.float64), first,
+                                bits, codes_of)
+        if fine is None:
+            return None
+        fine, rows = fine[by], rows[by]
+    perm[at] = rows
     out = xp.zeros(n, np.uint64)
-    out[at] = fine[by]
+    out[at] = fine
     return out
 
 
