@@ -273,3 +273,106 @@ def test_ties_clouds_are_deterministic_with_copies():
         assert x.dtype == np.float32 and x.shape == (5000, 3) and x.flags.c_contiguous
         np.testing.assert_array_equal(x, make(5000, 3, 1))
         assert np.unique(x, axis=0).shape[0] <= 0.6 * len(x), name
+
+
+# ---------------------------------------------------------------------------
+# the kernel sets' passes: mark_copies and compact_copies against numpy
+# ---------------------------------------------------------------------------
+KERNEL_SETS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu),
+               pytest.param("cuda_emu", marks=pytest.mark.skipif(
+                   EMU is None, reason="no C++ compiler for the CUDA emulator"))]
+
+
+def _kernel_set(name):
+    return EMU if name == "cuda_emu" else get_kernels(name)
+
+
+def _clump_with_copies(seed):
+    """Copies among distinct points inside one code cell; in a second cell,
+    distinct points that share their first coordinates (only the last
+    tells them apart)."""
+    rng = np.random.default_rng(seed)
+    clump = 0.5 + 1e-9 * rng.standard_normal((60, 3))
+    flat = np.full((40, 3), 0.25)
+    flat[:, 2] += 1e-9 * rng.standard_normal(40)
+    pts = np.concatenate([rng.random((200, 3)), clump, clump[::2], flat, flat[::4]])
+    return pts[rng.permutation(len(pts))]
+
+
+def _groups_oracle(pts):
+    """{row: smallest row of its group of identical values} (-0.0 == 0.0)."""
+    first = {}
+    rep = {}
+    for r, p in enumerate((np.asarray(pts) + 0.0).tolist()):
+        rep[r] = first.setdefault(tuple(p), r)
+    return rep
+
+
+@pytest.mark.parametrize("kernels", KERNEL_SETS)
+@pytest.mark.parametrize("cloud", ["lattice", "copies", "negzero", "distinct", "clump"])
+def test_mark_and_compact_copies(kernels, cloud):
+    """The copies marked in tree order, the counts, and (no run holding
+    distinct points) the distinct points and each copy's representative."""
+    K = _kernel_set(kernels)
+    xp = K.xp
+    rng = np.random.default_rng(3)
+    pts = {"lattice": lambda: _lattice(9, 3, 2000, 4, np.float32),
+           "copies": lambda: np.tile(rng.random((250, 2)), (5, 1))[rng.permutation(1250)],
+           "negzero": lambda: np.array([[0.0, 1.0], [-0.0, 1.0], [-0.0, -0.0], [0.0, 0.0],
+                                        [3.0, 1.0]] * 30),
+           "distinct": lambda: rng.random((700, 3)),
+           "clump": lambda: _clump_with_copies(5)}[cloud]()
+    n = len(pts)
+    x = xp.asarray(pts)
+    codes, perm = morton_order(K, x, Timers(enabled=False))
+    keep_tree, keep_in, (copies, shared, mixed) = K.mark_copies(x, codes, perm)
+    c, p = host(codes), host(perm).astype(np.int64)
+    same = np.concatenate([[False], c[1:] == c[:-1]])
+    eq = np.concatenate([[False], (pts[p[1:]] == pts[p[:-1]]).all(axis=1)]) & same
+    np.testing.assert_array_equal(host(keep_tree), (~eq).astype(np.uint8))
+    back = np.empty(n, np.uint8)
+    back[p] = (~eq).astype(np.uint8)
+    np.testing.assert_array_equal(host(keep_in), back)
+    assert (copies, shared, mixed) == (int(eq.sum()), int(same.sum()), int((same & ~eq).sum()))
+    groups = _groups_oracle(pts)
+    n_distinct = len(set(groups.values()))
+    if cloud == "clump":
+        assert mixed > 0 and copies < n - n_distinct  # the general path's business
+        return
+    assert mixed == 0 and copies == n - n_distinct
+    if cloud == "distinct":
+        assert copies == 0
+        return
+    rows, kcodes, kperm, copy, rep = (host(a) for a in K.compact_copies(
+        x, codes, perm, keep_tree, keep_in, n - copies))
+    np.testing.assert_array_equal(rows, np.array(sorted(set(groups.values()))))
+    np.testing.assert_array_equal(kcodes, c[~eq])
+    np.testing.assert_array_equal(rows[kperm.astype(np.int64)], p[~eq])
+    np.testing.assert_array_equal(np.sort(copy), np.sort(p[eq]))
+    np.testing.assert_array_equal(rep, [groups[int(r)] for r in copy])
+    assert all(rep < copy)
+
+
+@pytest.mark.parametrize("kernels", KERNEL_SETS)
+def test_pure_runs_skip_the_general_grouping(kernels, monkeypatch):
+    """A lattice (every run of equal codes one group) never reaches the
+    coordinate grouping nor the finer codes; a clump in one cell does."""
+    import sys
+
+    boruvka_module = sys.modules["emst_dask.engine.boruvka"]  # the package exports the function
+    K = _kernel_set(kernels)
+    calls = []
+    real_find, real_refine = duplicates_module.find_duplicates, boruvka_module.refine_crowded_cells
+    monkeypatch.setattr(duplicates_module, "find_duplicates",
+                        lambda *a: calls.append("find") or real_find(*a))
+    monkeypatch.setattr(boruvka_module, "refine_crowded_cells",
+                        lambda *a: calls.append("refine") or real_refine(*a))
+    for pts, want in ((_lattice(9, 3, 2000, 4, np.float32), []),
+                      (_clump_with_copies(6), ["find", "refine"])):
+        calls.clear()
+        with dask.config.set(ALWAYS):
+            res = boruvka(K, K.xp.asarray(pts))
+        assert calls == want
+        tree_w = host(res.weight2)
+        assert len(tree_w) == len(pts) - 1
+        assert int((tree_w == 0).sum()) == len(pts) - len(set(_groups_oracle(pts).values()))

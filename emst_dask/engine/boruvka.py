@@ -27,8 +27,7 @@ import numpy as np
 
 from ..arrays import scatter_max, scatter_min
 from . import duplicates
-from .duplicates import (collapse, crowded_points, find_duplicates, min_fraction,
-                         stable_argsort)
+from .duplicates import crowded_points, min_fraction, set_aside, stable_argsort
 from .order import strict_edge_order
 from .scaling import bounds, ldexp, scale_exactly
 
@@ -137,7 +136,8 @@ def morton_order(K, points, timers: Timers, box=None):
     return codes, perm
 
 
-def construct_bvh(K, points, timers: Timers, box=None, period=None, order=None):
+def construct_bvh(K, points, timers: Timers, box=None, period=None, order=None,
+                  distinct_cells=False):
     """Morton codes, stable sort, finer codes in crowded cells, and the
     radix tree with its boxes.
 
@@ -150,6 +150,9 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None, order=None):
     period : (d,) float64 box lengths of a periodic box, or None
     order : (codes, perm) from ``morton_order``, when already known; a
         list is emptied (the caller keeps no reference to the codes)
+    distinct_cells : bool
+        Known that no code cell holds two distinct points (``set_aside``
+        found none): the finer codes are skipped without a look.
 
     Returns
     -------
@@ -163,7 +166,7 @@ def construct_bvh(K, points, timers: Timers, box=None, period=None, order=None):
         if isinstance(order, list):
             order.clear()
     timers.start()
-    fine = refine_crowded_cells(K, points, codes, perm, 63 // d)
+    fine = None if distinct_cells else refine_crowded_cells(K, points, codes, perm, 63 // d)
     timers.stop("crowded_cells")
     bvh = K.build_bvh(points, codes, perm, period, fine=fine)
     timers.stop("build_hierarchy")
@@ -368,11 +371,12 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
     mrd = min_samples > 1 or core_distances2 is not None
     record = hierarchy and hasattr(K, "start_hierarchy")
     order = list(morton_order(K, points, timers, box))
+    distinct_cells = False  # known that no code cell holds two distinct points
     if not (mrd or record):
         timers.start()
-        dup = find_duplicates(K, points, *order)
-        if dup is not None and dup.copy.shape[0] >= min_fraction() * n:
-            kept = collapse(K, dup, *order, n)
+        kept, dup, mixed = set_aside(K, points, *order, min_fraction())
+        distinct_cells = not mixed
+        if kept is not None:
             del order
             rows = kept.rows
             m = rows.shape[0]
@@ -381,7 +385,8 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
             if m > 1:
                 # the codes go with the tree, the points after it: the
                 # iterations hold the tree's own arrays only
-                bvh = construct_bvh(K, points, timers, box, period, order=list(kept.take_order()))
+                bvh = construct_bvh(K, points, timers, box, period, order=list(kept.take_order()),
+                                    distinct_cells=distinct_cells)
                 del points
                 t = _tree(K, bvh, dtype, 1, None, timers, progress, False)
                 del bvh
@@ -396,16 +401,17 @@ def boruvka(K, points, min_samples: int = 1, *, box_size=None, core_distances2=N
             del kept, rows
             timers.start()
             src = xp.concatenate([src, dup.rep])
-            dst = xp.concatenate([dst, dup.copy])
+            dst = xp.concatenate([dst, dup.copy.astype(np.int64, copy=False)])
             w2 = xp.concatenate([w2, xp.zeros(dup.copy.shape[0], dtype)])
             timers.stop("duplicates")
             return BoruvkaResult(src, dst, w2, None, exponent, iterations, components,
                                  dict(timers.seconds))
-        del dup
+        del kept, dup
         timers.stop("duplicates")
     # (the codes go with the tree and the scaled points are dropped after
     # it: the iterations hold the tree's own arrays only)
-    bvh = construct_bvh(K, points, timers, box, period, order=order)
+    bvh = construct_bvh(K, points, timers, box, period, order=order,
+                        distinct_cells=distinct_cells)
     del order, points
     src, dst, w2, core_out, iterations, components, picks = _tree(
         K, bvh, dtype, min_samples, core_distances2, timers, progress, record, exponent)

@@ -41,15 +41,18 @@ what Kruskal's algorithm returns when it takes the edges in that order.
 Not for mutual reachability: a duplicate is one of its copies' k nearest
 points, so the core distances (and every weight) depend on the copies.
 
-Detection (``find_duplicates``) costs one comparison of neighbouring sorted
-Morton codes when no two points share a code cell: equal points have equal
-codes (the same arithmetic on the same values, ±0 alike), so every group
-lies in one run of equal codes.  A run whose points all equal its first is
-one group (lattices, k copies of each site, quantised tracks whose code
-cells are finer than the quantum); only the points of the other runs (a
-clump in one cell) are sorted by their coordinates' bits.  The sorts are
-stable and a run holds its points by ascending row, so each group's first
-point is its smallest row.
+Detection (``set_aside``) is one pass of the kernel set (``mark_copies``)
+that compares each point, in tree order, with the one before it: equal
+points have equal codes (the same arithmetic on the same values, ±0
+alike), so every group lies in one run of equal codes, by ascending row
+(the sort is stable).  When every run's points each equal the one before
+them, each run is one group whose first point is its smallest row
+(lattices, k copies of each site, quantised tracks whose code cells are
+finer than the quantum), and one more pass (``compact_copies``) writes the
+distinct points and the copies.  Only when a run holds distinct points (a
+clump in one cell) are the crowded points grouped by their coordinates'
+bits (``find_duplicates``, ``collapse``); the sorts are stable, so each
+group's first point is again its smallest row.
 """
 from __future__ import annotations
 
@@ -82,7 +85,7 @@ class Duplicates:
 
     Attributes
     ----------
-    copy : (c,) int64 array of ``xp``
+    copy : (c,) int64 (int32 from the CUDA set's ``compact_copies``) array of ``xp``
         Rows that equal an earlier row (every group member but its first).
     rep : (c,) int64 array of ``xp``
         The smallest row of each ``copy``'s group.
@@ -296,3 +299,43 @@ def collapse(K, dup: Duplicates, codes, perm, n: int) -> Collapsed:
     codes = codes[kept]
     perm = local[perm[kept]]
     return Collapsed(rows, codes, perm)
+
+
+def set_aside(K, points, codes, perm, fraction):
+    """The distinct points and the copies, when enough rows are copies.
+
+    Parameters
+    ----------
+    K : kernel set
+    points : (n, d) float array of ``K.xp``, input order
+    codes : (n,) uint64 array of ``K.xp``, sorted ascending (tree order)
+    perm : (n,) integer array of ``K.xp``, ``codes``' stable sort permutation
+    fraction : float
+        Collapse when at least ``fraction * n`` rows (and at least one)
+        are copies of an earlier row.
+
+    Returns
+    -------
+    kept : Collapsed or None
+        None when the cloud is not collapsed.
+    dup : Duplicates or None
+    mixed : bool
+        Whether a code cell holds two distinct points (a clump inside one
+        cell): only then does the tree need finer codes
+        (``boruvka.refine_crowded_cells``).
+    """
+    n = points.shape[0]
+    if n < 2:
+        return None, None, False
+    keep_tree, keep_in, (copies, _, mixed) = K.mark_copies(points, codes, perm)
+    if mixed:  # a clump inside one cell: group the crowded points by coordinates
+        del keep_tree, keep_in
+        dup = find_duplicates(K, points, codes, perm)
+        if dup is None or dup.copy.shape[0] < fraction * n:
+            return None, None, True
+        return collapse(K, dup, codes, perm, n), dup, True
+    if copies == 0 or copies < fraction * n:
+        return None, None, False
+    rows, kcodes, kperm, copy, rep = K.compact_copies(points, codes, perm, keep_tree, keep_in,
+                                                      n - copies)
+    return Collapsed(rows, kcodes, kperm), Duplicates(copy, rep), False

@@ -73,6 +73,19 @@ class KernelSet(Protocol):
         """(n,) integer permutation sorting ``codes`` *stably* (a run of equal
         codes keeps input order: the duplicate pruning relies on it)."""
 
+    def mark_copies(self, points, codes, perm) -> tuple:
+        """The points equal to the one before them in tree order: (keep_tree,
+        keep_in, (copies, shared, mixed)), two (n,) uint8 arrays (0 at a copy;
+        tree order, input order) and three counts (the copies; the positions
+        sharing the code of the one before; of those, the unequal ones)."""
+
+    def compact_copies(self, points, codes, perm, keep_tree, keep_in, m: int) -> tuple:
+        """When no run of equal codes holds distinct points (``mark_copies``'
+        mixed count 0): (rows, codes, perm, copy, rep) of the m distinct
+        points (their input rows ascending, codes in tree order, tree position
+        -> local index) and of the n - m copies (rows in tree order, each
+        group's smallest row)."""
+
     def build_bvh(self, points, codes, perm, period=None, fine=None) -> BVH:
         """The radix tree over sorted ``codes`` with its bounding boxes;
         ``points`` (n, d) in input order, ``perm`` from ``sort_by_code``;

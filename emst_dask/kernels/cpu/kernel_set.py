@@ -7,7 +7,7 @@ import numba
 import numpy as np
 
 from . import bvh as cpu_bvh
-from . import components, search
+from . import components, copies, search
 
 #: subtrees of at most this many points are scanned point by point: on a CPU
 #: a short linear scan beats descending the last levels of a binary tree
@@ -233,6 +233,53 @@ class CpuKernels:
         # stable: equal codes keep input order, so a run of duplicate points
         # is sorted by input row and ``min_orig`` pruning stays effective
         return cpu_bvh.radix_argsort(codes, 64)
+
+    @staticmethod
+    def mark_copies(points, codes, perm):
+        """The points equal to the one before them in tree order (``copies.mark_copies``).
+
+        Parameters
+        ----------
+        points : (n, d) float32/float64 numpy array, input order
+        codes : (n,) uint64 numpy array, sorted ascending (tree order)
+        perm : (n,) integer numpy array, ``codes``' stable sort permutation
+
+        Returns
+        -------
+        keep_tree, keep_in : (n,) uint8 numpy arrays
+            0 where a point is a copy of the one before it (tree order;
+            input order), else 1.
+        counts : (copies, shared, mixed) ints
+            The copies; the positions sharing the code of the one before;
+            of those, the ones unequal to it.
+        """
+        n = points.shape[0]
+        keep_tree = np.empty(n, np.uint8)
+        keep_in = np.empty(n, np.uint8)
+        counts = copies.mark_copies(points, perm, codes, keep_tree, keep_in)
+        return keep_tree, keep_in, tuple(int(v) for v in counts)
+
+    @staticmethod
+    def compact_copies(points, codes, perm, keep_tree, keep_in, m):
+        """The distinct points' rows and tree order, and each copy's
+        representative, when every run of equal codes is one group.
+
+        Parameters
+        ----------
+        points, codes, perm : as for ``mark_copies``
+        keep_tree, keep_in : from ``mark_copies`` (whose ``mixed`` count was 0)
+        m : int
+            The distinct points: n less the copies.
+
+        Returns
+        -------
+        rows : (m,) int64, the representatives' input rows, ascending
+        codes : (m,) uint64, their codes in tree order
+        perm : (m,) integer, tree position -> local index (into ``rows``)
+        copy : (n - m,) int64, the copies' rows, tree order
+        rep : (n - m,) int64, each copy's group's smallest row
+        """
+        return copies.compact(codes, perm, keep_tree, keep_in, m)
 
     @staticmethod
     def build_bvh(points, codes, perm, period=None, fine=None):

@@ -1,6 +1,6 @@
 """The CUDA kernel set: CuPy arrays, CUDA C++ kernels compiled by NVRTC.
 
-The kernels live in ``construction.cu``, ``search.cu`` and
+The kernels live in ``construction.cu``, ``copies.cu``, ``search.cu`` and
 ``core_distances.cu`` after ``lbvh.cuh`` (read its header for the data
 layout and the invariants).  They are templates over the float type and
 the dimension, compiled per (dtype, d, part) at first use and launched by
@@ -9,6 +9,8 @@ the dimension, compiled per (dtype, d, part) at first use and launched by
 The engine's phases map to launches as follows (n threads each, tree order):
 
 =============================  ==================================================
+duplicates (engine's)          k_mark_copies; two cumsums and k_compact_copies
+                               when the copies are collapsed
 construct_bvh                  k_morton, argsort (CuPy's, stable), k_gather,
                                k_delta, k_pairs, k_leaves (a node of two
                                points is one leaf), k_build (bottom-up, CAS
@@ -51,11 +53,12 @@ from .backend import (  # noqa: F401
 )
 from .boruvka_phases import BoruvkaPhases
 from .construction import ConstructionPhases
+from .copies import CopiesPhases
 from .queries import QueryPhases
 from .records import BOUNDS_THREADS, JUMP_STEPS, KEY_INIT, CudaBoruvkaState, CudaBVH  # noqa: F401
 
 
-class _CudaKernelsBase(ConstructionPhases, BoruvkaPhases, QueryPhases):
+class _CudaKernelsBase(ConstructionPhases, CopiesPhases, BoruvkaPhases, QueryPhases):
     """Kernel set of the CUDA backend (see ``emst_dask.engine``)."""
 
     name = "cuda"
