@@ -2,7 +2,8 @@
 
 For every row of the issue's table: the EMST of the shared dataset (seed 0),
 points already on the device to edges on the device, median of ``--repeats``
-timed runs after a warm-up (device synchronised around each run); our own
+timed runs after warm-up runs of at least ``WARM_SECONDS`` (device
+synchronised around each run; the peer's driver warms the same way); our own
 floor on the same data (LBVH build plus one nearest-other-point query for
 every point); the peak device memory the call allocates (CuPy memory pool,
 allocations minus frees, the input excluded); per-phase times of one run
@@ -145,6 +146,22 @@ class PeakHook:
         return _Peak()
 
 
+#: seconds of warm-up calls before a row is timed: a small cloud's call is
+#: shorter than the clocks' ramp from idle (the peer's driver does the same)
+WARM_SECONDS = 0.25
+
+
+def _warm(fn, sync):
+    """Call ``fn`` until ``WARM_SECONDS`` have passed (at least once)."""
+    sync()
+    start = time.perf_counter()
+    while True:
+        fn()
+        sync()
+        if time.perf_counter() - start >= WARM_SECONDS:
+            return
+
+
 def _timed(fn, sync, repeats):
     out = []
     for _ in range(repeats):
@@ -220,6 +237,7 @@ def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
     out["components"] = res.components
     del res, w
 
+    _warm(run, sync)
     times = _timed(run, sync, repeats)
     out["seconds_all"] = times
     out["seconds"] = statistics.median(times)
@@ -240,6 +258,7 @@ def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
         def floor():
             bvh = engine.construct_bvh(K, pts, engine.Timers(enabled=False))
             K.nearest_other_point(bvh)
+        _warm(floor, sync)
         ft = _timed(floor, sync, repeats)
         out["floor_seconds_all"] = ft
         out["floor_seconds"] = statistics.median(ft)
@@ -290,7 +309,7 @@ def bench_row(K, row, path, repeats, do_floor=True, do_trace=True):
     return out
 
 
-def reference_row(driver, path, min_samples, repeats, ours):
+def reference_row(driver, path, min_samples, repeats, ours, timeout=240.0):
     """The peer's driver on the row's cloud: its time, floor and total weight.
 
     Parameters
@@ -299,6 +318,7 @@ def reference_row(driver, path, min_samples, repeats, ours):
     path : str, the row's ``.npy`` cloud.
     min_samples, repeats : int
     ours : dict, our row (``total_weight`` read).
+    timeout : float, seconds before the peer is stopped (an error).
 
     Returns
     -------
@@ -306,7 +326,7 @@ def reference_row(driver, path, min_samples, repeats, ours):
     is |theirs - ours| / ours (the peer's weights are float32 distances).
     """
     done = subprocess.run([driver, path, str(min_samples), str(repeats)],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"{driver} exited {done.returncode}: {done.stderr[-2000:]}")
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
@@ -390,6 +410,8 @@ def main():
     p.add_argument("--reference", default=None,
                    help="the peer's driver (benchmarks/peers/build-arborx.sh): time it on "
                         "every row's cloud on the same GPU")
+    p.add_argument("--reference-timeout", type=float, default=240.0,
+                   help="seconds the peer gets a row before it is recorded as not finished")
     a = p.parse_args()
 
     if a.kernels == "emulated" or os.environ.get("EMST_BENCH_EMULATE"):
@@ -444,7 +466,8 @@ def main():
                     r["reference_seconds_h100_issue"] = r["reference_seconds"]
                     r["reference_floor_seconds_h100_issue"] = r["reference_floor_seconds"]
                 try:
-                    r.update(reference_row(a.reference, path, row[3], a.repeats, r))
+                    r.update(reference_row(a.reference, path, row[3], a.repeats, r,
+                                           a.reference_timeout))
                     r["speedup_vs_reference"] = r["reference_seconds"] / r["seconds"]
                 except Exception as e:  # keep our row
                     r["reference_error"] = repr(e)
