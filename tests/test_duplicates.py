@@ -325,14 +325,11 @@ def test_mark_and_compact_copies(kernels, cloud):
     n = len(pts)
     x = xp.asarray(pts)
     codes, perm = morton_order(K, x, Timers(enabled=False))
-    keep_tree, keep_in, (copies, shared, mixed) = K.mark_copies(x, codes, perm)
+    keep_tree, (copies, shared, mixed) = K.mark_copies(x, codes, perm)
     c, p = host(codes), host(perm).astype(np.int64)
     same = np.concatenate([[False], c[1:] == c[:-1]])
     eq = np.concatenate([[False], (pts[p[1:]] == pts[p[:-1]]).all(axis=1)]) & same
     np.testing.assert_array_equal(host(keep_tree), (~eq).astype(np.uint8))
-    back = np.empty(n, np.uint8)
-    back[p] = (~eq).astype(np.uint8)
-    np.testing.assert_array_equal(host(keep_in), back)
     assert (copies, shared, mixed) == (int(eq.sum()), int(same.sum()), int((same & ~eq).sum()))
     groups = _groups_oracle(pts)
     n_distinct = len(set(groups.values()))
@@ -344,7 +341,7 @@ def test_mark_and_compact_copies(kernels, cloud):
         assert copies == 0
         return
     rows, kcodes, kperm, copy, rep = (host(a) for a in K.compact_copies(
-        x, codes, perm, keep_tree, keep_in, n - copies))
+        x, codes, perm, keep_tree, n - copies))
     np.testing.assert_array_equal(rows, np.array(sorted(set(groups.values()))))
     np.testing.assert_array_equal(kcodes, c[~eq])
     np.testing.assert_array_equal(rows[kperm.astype(np.int64)], p[~eq])

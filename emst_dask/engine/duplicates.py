@@ -327,15 +327,14 @@ def set_aside(K, points, codes, perm, fraction):
     n = points.shape[0]
     if n < 2:
         return None, None, False
-    keep_tree, keep_in, (copies, _, mixed) = K.mark_copies(points, codes, perm)
+    keep_tree, (copies, _, mixed) = K.mark_copies(points, codes, perm)
     if mixed:  # a clump inside one cell: group the crowded points by coordinates
-        del keep_tree, keep_in
+        del keep_tree
         dup = find_duplicates(K, points, codes, perm)
         if dup is None or dup.copy.shape[0] < fraction * n:
             return None, None, True
         return collapse(K, dup, codes, perm, n), dup, True
     if copies == 0 or copies < fraction * n:
         return None, None, False
-    rows, kcodes, kperm, copy, rep = K.compact_copies(points, codes, perm, keep_tree, keep_in,
-                                                      n - copies)
+    rows, kcodes, kperm, copy, rep = K.compact_copies(points, codes, perm, keep_tree, n - copies)
     return Collapsed(rows, kcodes, kperm), Duplicates(copy, rep), False

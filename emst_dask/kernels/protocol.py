@@ -75,11 +75,11 @@ class KernelSet(Protocol):
 
     def mark_copies(self, points, codes, perm) -> tuple:
         """The points equal to the one before them in tree order: (keep_tree,
-        keep_in, (copies, shared, mixed)), two (n,) uint8 arrays (0 at a copy;
-        tree order, input order) and three counts (the copies; the positions
-        sharing the code of the one before; of those, the unequal ones)."""
+        (copies, shared, mixed)), an (n,) uint8 array (0 at a copy, tree
+        order) and three counts (the copies; the positions sharing the code
+        of the one before; of those, the unequal ones)."""
 
-    def compact_copies(self, points, codes, perm, keep_tree, keep_in, m: int) -> tuple:
+    def compact_copies(self, points, codes, perm, keep_tree, m: int) -> tuple:
         """When no run of equal codes holds distinct points (``mark_copies``'
         mixed count 0): (rows, codes, perm, copy, rep) of the m distinct
         points (their input rows ascending, codes in tree order, tree position

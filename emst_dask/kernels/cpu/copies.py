@@ -8,19 +8,19 @@ from numba import njit, prange
 
 
 @njit(parallel=True, cache=True)
-def mark_copies(x, perm, codes, keep_tree, keep_in):
-    """keep_tree / keep_in (tree / input order) 0 at each point equal to the
-    one before it in tree order (sharing its code), else 1; returns (copies,
-    positions sharing the code of the one before, of those the unequal)."""
+def mark_copies(x, perm, codes, keep_tree):
+    """keep_tree 0 at each point equal to the one before it in tree order
+    (sharing its code), else 1; returns (copies, positions sharing the code
+    of the one before, of those the unequal)."""
     n, d = x.shape
     copies = 0
     shared = 0
     mixed = 0
     for i in prange(n):
         copy = False
-        r = perm[i]
         if i > 0 and codes[i] == codes[i - 1]:
             shared += 1
+            r = perm[i]
             q = perm[i - 1]
             copy = True
             for a in range(d):
@@ -31,7 +31,6 @@ def mark_copies(x, perm, codes, keep_tree, keep_in):
             else:
                 mixed += 1
         keep_tree[i] = 0 if copy else 1
-        keep_in[r] = 0 if copy else 1
     return copies, shared, mixed
 
 
@@ -54,10 +53,12 @@ def compact_copies(codes, perm, keep_tree, keep_in, pos, local, rows, kcodes, kp
             rows[local[i] - 1] = i
 
 
-def compact(codes, perm, keep_tree, keep_in, m):
+def compact(codes, perm, keep_tree, m):
     """(rows, codes, perm, copy, rep) of the distinct points, numpy arrays
     (the kernel set's ``compact_copies``)."""
     n = codes.shape[0]
+    keep_in = np.empty(n, np.uint8)
+    keep_in[perm] = keep_tree
     pos = np.cumsum(keep_tree, dtype=np.int64)
     local = np.cumsum(keep_in, dtype=np.int64)
     rows = np.empty(m, np.int64)

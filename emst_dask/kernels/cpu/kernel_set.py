@@ -246,28 +246,25 @@ class CpuKernels:
 
         Returns
         -------
-        keep_tree, keep_in : (n,) uint8 numpy arrays
-            0 where a point is a copy of the one before it (tree order;
-            input order), else 1.
+        keep_tree : (n,) uint8 numpy array
+            0 where a tree position is a copy of the one before it, else 1.
         counts : (copies, shared, mixed) ints
             The copies; the positions sharing the code of the one before;
             of those, the ones unequal to it.
         """
-        n = points.shape[0]
-        keep_tree = np.empty(n, np.uint8)
-        keep_in = np.empty(n, np.uint8)
-        counts = copies.mark_copies(points, perm, codes, keep_tree, keep_in)
-        return keep_tree, keep_in, tuple(int(v) for v in counts)
+        keep_tree = np.empty(points.shape[0], np.uint8)
+        counts = copies.mark_copies(points, perm, codes, keep_tree)
+        return keep_tree, tuple(int(v) for v in counts)
 
     @staticmethod
-    def compact_copies(points, codes, perm, keep_tree, keep_in, m):
+    def compact_copies(points, codes, perm, keep_tree, m):
         """The distinct points' rows and tree order, and each copy's
         representative, when every run of equal codes is one group.
 
         Parameters
         ----------
         points, codes, perm : as for ``mark_copies``
-        keep_tree, keep_in : from ``mark_copies`` (whose ``mixed`` count was 0)
+        keep_tree : from ``mark_copies`` (whose ``mixed`` count was 0)
         m : int
             The distinct points: n less the copies.
 
@@ -279,7 +276,7 @@ class CpuKernels:
         copy : (n - m,) int64, the copies' rows, tree order
         rep : (n - m,) int64, each copy's group's smallest row
         """
-        return copies.compact(codes, perm, keep_tree, keep_in, m)
+        return copies.compact(codes, perm, keep_tree, m)
 
     @staticmethod
     def build_bvh(points, codes, perm, period=None, fine=None):

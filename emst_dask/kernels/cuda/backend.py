@@ -79,8 +79,8 @@ def expr(name: str, dtype, d: int, *extra) -> str:
     return f"{name}<{', '.join(args)}>"
 
 
-_CORE = ("k_sizes", "k_minmax", "k_morton", "k_mark_copies", "k_compact_copies", "k_delta",
-         "k_pairs", "k_leaves", "k_gather", "k_build", "k_change_bits", "k_node_labels",
+_CORE = ("k_sizes", "k_minmax", "k_morton", "k_mark_copies", "k_keep_in", "k_compact_copies",
+         "k_delta", "k_pairs", "k_leaves", "k_gather", "k_build", "k_change_bits", "k_node_labels",
          "k_select", "k_winner", "k_merge_next", "k_record_picks", "k_merge_roots",
          "k_merge_jump", "k_relabel", "k_record_rank", "k_record_edges", "k_record_points")
 

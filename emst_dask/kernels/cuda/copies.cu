@@ -8,29 +8,27 @@
 // the engine then groups the crowded points by their coordinates instead.
 
 // One thread a tree position i: a copy equals (as values, -0.0 == 0.0) the
-// point before it in tree order and shares its code.  keep_tree (tree
-// order) and keep_in (input order) are 0 at copies, 1 elsewhere;
-// info[0] += copies, info[1] += positions sharing the code of the one
-// before, info[2] += of those, the unequal ones (info zeroed).
+// point before it in tree order and shares its code.  keep_tree is 0 at
+// copies, 1 elsewhere (written whole, coalesced: the input order's copy,
+// a scattered write, is k_keep_in's, run only when the copies are set
+// aside); info[0] += copies, info[1] += positions sharing the code of the
+// one before, info[2] += of those, the unequal ones (info zeroed).
 template <typename T, int D>
 __global__ void k_mark_copies(const T* __restrict__ x, const int* __restrict__ perm,
                               const u64* __restrict__ codes, int n,
-                              unsigned char* __restrict__ keep_tree,
-                              unsigned char* __restrict__ keep_in, int* __restrict__ info) {
+                              unsigned char* __restrict__ keep_tree, int* __restrict__ info) {
   int i = thread_index();  // no early return: the whole warp takes part in the ballots
   bool shared = false, copy = false;
   if (i < n) {
-    int r = perm[i];
-    if (i > 0 && codes[i] == codes[i - 1]) {
+    if (i > 0 && codes[i] == codes[i - 1]) {  // only then are the points read
       shared = true;
-      const T* a = x + (long long)r * D;
+      const T* a = x + (long long)perm[i] * D;
       const T* b = x + (long long)perm[i - 1] * D;
       copy = true;
 #pragma unroll
       for (int k = 0; k < D; ++k) copy = copy && a[k] == b[k];
     }
     keep_tree[i] = copy ? 0 : 1;
-    keep_in[r] = copy ? 0 : 1;
   }
 #ifdef EMST_EMULATE
   if (copy) atomicAdd(&info[0], 1);
@@ -47,6 +45,14 @@ __global__ void k_mark_copies(const T* __restrict__ x, const int* __restrict__ p
     if (mm) atomicAdd(&info[2], __popc(mm));
   }
 #endif
+}
+
+// keep_tree in input order: keep_in[perm[i]] = keep_tree[i]
+template <typename T, int D>
+__global__ void k_keep_in(const int* __restrict__ perm, const unsigned char* __restrict__ keep_tree,
+                          int n, unsigned char* __restrict__ keep_in) {
+  int i = thread_index();
+  if (i < n) keep_in[perm[i]] = keep_tree[i];
 }
 
 // The distinct points (the representatives) and the copies, when no run is

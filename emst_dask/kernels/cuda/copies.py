@@ -26,8 +26,6 @@ class CopiesPhases:
         -------
         keep_tree : (n,) uint8 cupy array
             0 where a tree position is a copy of the one before it, else 1.
-        keep_in : (n,) uint8 cupy array
-            The same, in input order.
         counts : (copies, shared, mixed) ints
             The copies; the positions sharing the code of the one before;
             of those, the ones unequal to it (a run of equal codes holds
@@ -38,24 +36,23 @@ class CopiesPhases:
         n, d = pts.shape
         perm = perm if perm.dtype == np.int32 else perm.astype(np.int32)
         keep_tree = xp.empty(n, np.uint8)
-        keep_in = xp.empty(n, np.uint8)
         info = xp.zeros(3, np.int32)
         cls._launch(pts.dtype, d, "k_mark_copies", n,
-                    (pts, perm, codes, _i32(n), keep_tree, keep_in, info))
+                    (pts, perm, codes, _i32(n), keep_tree, info))
         counts = tuple(int(v) for v in cls.to_host(info))
-        return keep_tree, keep_in, counts
+        return keep_tree, counts
 
     @classmethod
-    def compact_copies(cls, points, codes, perm, keep_tree, keep_in, m):
+    def compact_copies(cls, points, codes, perm, keep_tree, m):
         """The distinct points' rows and tree order, and each copy's
         representative, when every run of equal codes is one group
-        (``k_compact_copies`` after two prefix sums).
+        (``k_keep_in``, two prefix sums and ``k_compact_copies``).
 
         Parameters
         ----------
         points, codes, perm : as for ``mark_copies`` (of the points, only
             the dtype and d: the module compiled for this cloud serves)
-        keep_tree, keep_in : from ``mark_copies`` (whose ``mixed`` count was 0)
+        keep_tree : from ``mark_copies`` (whose ``mixed`` count was 0)
         m : int
             The distinct points: n less the copies.
 
@@ -75,6 +72,9 @@ class CopiesPhases:
         xp = cls.xp
         n = codes.shape[0]
         perm = perm if perm.dtype == np.int32 else perm.astype(np.int32)
+        dt, d = points.dtype, points.shape[1]  # the module compiled for this cloud
+        keep_in = xp.empty(n, np.uint8)
+        cls._launch(dt, d, "k_keep_in", n, (perm, keep_tree, _i32(n), keep_in))
         pos = xp.cumsum(keep_tree, dtype=np.int32)
         local = xp.cumsum(keep_in, dtype=np.int32)
         rows = xp.empty(m, np.int64)
@@ -82,9 +82,9 @@ class CopiesPhases:
         kperm = xp.empty(m, np.int32)
         copy = xp.empty(n - m, np.int32)
         head = xp.empty(n - m, np.int32)
-        cls._launch(points.dtype, points.shape[1], "k_compact_copies", n,
+        cls._launch(dt, d, "k_compact_copies", n,
                     (codes, perm, keep_tree, keep_in, pos, local, _i32(n), rows, kcodes, kperm,
                      copy, head))
-        del pos, local
+        del pos, local, keep_in
         rep = rows[kperm[head]]
         return rows, kcodes, kperm, copy, rep
