@@ -189,3 +189,46 @@ def test_tree_over_leaves_of_one_or_two_points(n, monkeypatch):
         K.reduce_component_minima(bvh, s)
         edges = K.merge_components(bvh, s)
     assert checked > 0 or n <= 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cloud", ["uniform", "lattice"])
+def test_first_search_second_nearest_exact(cloud, dtype):
+    """The first Euclidean search's runner-up (``s.second``): each certified
+    one is the point's second-nearest other point under (weight, input row),
+    and the second iteration's bounds take it (then drop the array)."""
+    rng = np.random.default_rng(11)
+    if cloud == "lattice":  # ties everywhere (no copies: distinct sites)
+        x = np.unique(rng.integers(0, 12, size=(600, 3)), axis=0).astype(dtype)
+        x = x[rng.permutation(len(x))]
+    else:
+        x = rng.random((700, 3)).astype(dtype)
+    bvh = engine.construct_bvh(K, x, engine.Timers(enabled=False))
+    s = K.init_boruvka(bvh, None, False)
+    K.reduce_labels(bvh, s)
+    K.compute_upper_bounds(bvh, s)
+    K.find_component_outgoing_edges(bvh, s)
+    second = np.asarray(s.second).copy()
+    _, pts = _labels_and_points(bvh)
+    orig = np.asarray(bvh.orig).astype(np.int64)
+    dt = bvh.dtype
+    w = np.zeros((bvh.n, bvh.n), dt)
+    for a in range(bvh.d):
+        t = (pts[:, None, a] - pts[None, :, a]).astype(dt)
+        w = (w + t * t).astype(dt)
+    np.fill_diagonal(w, np.inf)
+    # (weight, input row) order: rank by weight, then by the other's row
+    order = np.lexsort((np.broadcast_to(orig, w.shape), w), axis=1)
+    assert (second >= -1).all()
+    assert (second >= 0).mean() > 0.9, (second >= 0).mean()
+    for i in np.flatnonzero(second >= 0):
+        assert second[i] == order[i, 1], i
+    K.reduce_component_minima(bvh, s)
+    K.merge_components(bvh, s)
+    K.reduce_labels(bvh, s)
+    K.compute_upper_bounds(bvh, s)
+    assert s.second is None
+    lab, _ = _labels_and_points(bvh)
+    words = np.asarray(s.cl)
+    took = [i for i in np.flatnonzero(second >= 0) if lab[second[i]] != lab[i]]
+    assert took and all(~int(words[i]) == second[i] for i in took)

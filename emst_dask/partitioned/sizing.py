@@ -9,10 +9,10 @@ from ..errors import InputError
 
 #: peak device memory of the single-GPU path per point, input excluded,
 #: measured on the H100 (3-D float32, 100M points); other dtypes scale with
-#: the element size.  Kept above the 59.6 measured on an H200 since the
-#: tree's two-point leaves and the label pass's far ends (``emst`` alone,
-#: 100M): "auto" trusts a figure near
-#: a GPU's capacity only once a run there has held it
+#: the element size.  Kept above the 63.6 measured on an H200 since the
+#: tree's two-point leaves, the label pass's far ends and the first
+#: search's second candidates (``emst`` alone, 100M): "auto" trusts a
+#: figure near a GPU's capacity only once a run there has held it
 DEVICE_BYTES_PER_POINT_F32 = 77
 #: the same for phase 1 of a partitioned job (Borůvka, then the certificate's
 #: sort and rounds), as the CuPy pool holds it: 116.4 B/pt with the input

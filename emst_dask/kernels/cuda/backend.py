@@ -102,7 +102,10 @@ def expressions(dtype, d: int, part: str) -> list[str]:
     for m in mrd:
         out += [expr("k_bounds", dtype, d, m), expr("k_ties", dtype, d, m),
                 expr("k_finalize", dtype, d, m),
-                expr("k_search", dtype, d, m, False), expr("k_search", dtype, d, m, True)]
+                expr("k_search", dtype, d, m, False, False),
+                expr("k_search", dtype, d, m, True, False)]
+    if part == "core":  # the first Euclidean search keeps the runner-up too
+        out.append(expr("k_search", dtype, d, False, True, True))
     if part == "mrd":
         out += [expr("k_knn_reg", dtype, d, km) for km in KNN_KMAX]
         out.append(expr("k_knn", dtype, d, 0))

@@ -98,7 +98,10 @@ class BoruvkaPhases:
         certified candidate that is still foreign; a candidate that has joined the
         point's component is dropped, its weight the point's lower bound again.
         Nothing in the first iteration (the search starts from the Morton
-        neighbours).
+        neighbours).  In the second, a Euclidean point whose nearest other
+        point has joined it takes its second-nearest (``s.second``, then
+        dropped) as its certified candidate when that one is foreign, else
+        its weight as the lower bound.
 
         Parameters
         ----------
@@ -113,8 +116,11 @@ class BoruvkaPhases:
         """
         if s.it == 0:
             return  # the first search starts from its Morton neighbours
+        second = s.second
+        s.second = None  # read once, in the second iteration
         cls._launch(bvh, bvh.d, "k_bounds", bvh.n,
-                    (bvh.P, bvh.orig, s.core2, s.cl, s.best, _i32(bvh.n)), s.mrd)
+                    (bvh.P, bvh.orig, s.core2, s.cl, s.best, _i32(bvh.n),
+                     s.count if second is None else second, _i32(second is not None)), s.mrd)
 
     @classmethod
     def find_component_outgoing_edges(cls, bvh, s):
@@ -124,7 +130,10 @@ class BoruvkaPhases:
         search (no certified candidate, lower bound not above their component's
         radius) into ``bvh.aux`` (``s.count`` of them), and ``k_search`` runs one
         thread per listed point.  The first iteration is a plain nearest-other-point
-        query for every point.
+        query for every point; Euclidean, it keeps each point's certified
+        second-nearest too (``s.second``, 4 bytes a point until the second
+        iteration's bounds: most points' nearest foreign point then, since
+        their nearest has joined them).
 
         Parameters
         ----------
@@ -147,9 +156,13 @@ class BoruvkaPhases:
             s.count.fill(0)
             cls._launch(bvh, bvh.d, "k_select", bvh.n,
                         (bvh.P, s.cl, s.best, bvh.aux, s.count, n))
+        second = first and not s.mrd
+        if second:
+            s.second = cls.xp.empty(bvh.n, np.int32)
         cls._launch(bvh, bvh.d, "k_search", bvh.n,
                     (bvh.P, bvh.nodes, bvh.tab, bvh.orig, s.core2, s.cl, s.best,
-                     n, _i32(bvh.n_leaves), bvh.aux, s.count), s.mrd, first)
+                     n, _i32(bvh.n_leaves), bvh.aux, s.count,
+                     s.second if second else s.count), s.mrd, first, second)
 
     @classmethod
     def reduce_component_minima(cls, bvh, s):
@@ -368,5 +381,5 @@ class BoruvkaPhases:
         nolist = xp.zeros(1, np.int32)   # nor a work list
         cls._launch(bvh, bvh.d, "k_search", n,
                     (bvh.P, bvh.nodes, bvh.tab, bvh.orig, cl, cl, unused, _i32(n),
-                     _i32(bvh.n_leaves), nolist, nolist), False, True)
+                     _i32(bvh.n_leaves), nolist, nolist, nolist), False, True, False)
         return cl

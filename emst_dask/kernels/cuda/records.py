@@ -90,6 +90,9 @@ class CudaBoruvkaState:
     counter : int32 [edges so far, unfinished root searches]; count : int32
     the work list's length.  it : iteration; n_edges : edges so far.  rec :
     (rec_point, rec_edge, rec_round) of ``k_record_picks``, or None.
+    second : int32 each point's certified second-nearest other point (tree
+    position, -1: none) from the first Euclidean search, until the second
+    iteration's bounds have read it; else None.
     """
 
     mrd: bool
@@ -103,3 +106,4 @@ class CudaBoruvkaState:
     it: int = 0
     n_edges: int = 0
     rec: Any = None
+    second: Any = None

@@ -7,11 +7,18 @@
 // certified candidate that is still foreign (exact for its point).  A
 // candidate that has joined its point's component is dropped: its weight
 // becomes the point's lower bound again.
+//
+// In the second iteration, `second` (when has_second) holds each point's
+// certified second-nearest other point from the first search (-1: none).
+// The first candidate has always joined by then (every singleton's nearest
+// edge is taken); every point but those two is at least as far as the
+// second, so a second that is foreign is the point's certified nearest
+// foreign point, and one that has joined is a lower bound for the search.
 // ---------------------------------------------------------------------------
 template <typename T, int D, bool MRD>
 __global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__ orig,
                          const T* __restrict__ core2, typename CL<T>::word* __restrict__ cl,
-                         u64* best, int n) {
+                         u64* best, int n, const int* __restrict__ second, int has_second) {
   int i = thread_index();
   if (i >= n) return;
   Pt<T, D> pi = P[i];
@@ -35,6 +42,18 @@ __global__ void k_bounds(const Pt<T, D>* __restrict__ P, const int* __restrict__
       int oi = orig[i], oj = orig[j];
       u64 key = FT<T>::key(w, oi < oj ? oi : oj);
       if (key < __ldcg(&best[C])) atomicMin(&best[C], key);
+    } else if (has_second && second[i] >= 0) {
+      int j2 = second[i];
+      Pt<T, D> pj2 = P[j2];
+      T w2 = dist2<T, D>(pi.x, pj2.x);  // Euclidean only (the first search's)
+      if (pj2.label != C) {
+        cl[i] = ~(typename CL<T>::word)j2;
+        int oi = orig[i], oj = orig[j2];
+        u64 key = FT<T>::key(w2, oi < oj ? oi : oj);
+        if (key < __ldcg(&best[C])) atomicMin(&best[C], key);
+      } else {
+        cl[i] = CL<T>::of(w2);  // both nearest joined: nothing foreign is nearer
+      }
     } else {
       cl[i] = CL<T>::of(w);  // joined: the candidate's weight is i's lower bound
     }
@@ -80,6 +99,12 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P,
 // 5. the search: every point's nearest point in another component, under
 // (w, orig_j).  One thread per point, in tree order.  FIRST: the first
 // iteration, every point its own component: a plain nearest-other-point query.
+// SECOND (with FIRST, Euclidean): the second-nearest too, under the same
+// order and certified the same way, into second[] (-1: none certified):
+// the next iteration's k_bounds answers most points from it, since every
+// point's nearest has joined it by then (emulated, 200k uniform points:
+// 62% fewer points search in the second iteration, 16% fewer nodes loaded
+// over all iterations).
 //
 // A leaf holds one point or two (both tested); ranges count leaves (nl).
 // Skipped: points with a certified candidate (answered by k_bounds), and
@@ -90,12 +115,13 @@ __global__ void k_select(const Pt<T, D>* __restrict__ P,
 // with a larger original row than the best's, is skipped too (duplicates).
 // Closest child first; a stack of EMST_STACK entries (the depth bound is 160).
 // ---------------------------------------------------------------------------
-template <typename T, int D, bool MRD, bool FIRST>
+template <typename T, int D, bool MRD, bool FIRST, bool SECOND>
 __global__ void __launch_bounds__(256)
 k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
          const u64* __restrict__ tab, const int* __restrict__ orig, const T* __restrict__ core2,
          typename CL<T>::word* __restrict__ clw, u64* best, int n, int nl, int* list,
-         const int* count) {
+         const int* count, int* __restrict__ second) {
+  static_assert(!SECOND || (FIRST && !MRD), "the second candidate is the first Euclidean search's");
   int i = thread_index();
   if (FIRST) {
     if (i >= n) return;
@@ -121,6 +147,11 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   T bw = inf;
   int bo = EMST_INT_MAX;
   int bj = -1;
+  // SECOND: the runner-up under (w, orig) too; the search then prunes at
+  // its distance, so it is certified like the first
+  T sw = inf;
+  int so = EMST_INT_MAX;
+  int sj = -1;
   // the smallest distance of a subtree pruned for its distance: no foreign
   // point is nearer than min(bw, pruned) (label-pruned subtrees hold none)
   T pruned = inf;
@@ -132,7 +163,19 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
     Pt<T, D> pj_ = P[j_];                                                            \
     if (FIRST ? (j_ != i) : (pj_.label != C)) {                                      \
       T w_ = metric<T, MRD>(dist2<T, D>(pi.x, pj_.x), ci, MRD ? core2[j_] : (T)0);   \
-      if (w_ <= bw) {                                                                \
+      if (SECOND) {                                                                  \
+        if (w_ <= sw) {                                                              \
+          int o_ = orig[j_];                                                         \
+          /* a leaf met twice (the Morton neighbours) is one candidate */             \
+          if (o_ != bo && o_ != so) {                                                \
+            if (w_ < bw || (w_ == bw && o_ < bo)) {                                  \
+              sw = bw; so = bo; sj = bj; bw = w_; bo = o_; bj = j_;                  \
+            } else if (w_ < sw || o_ < so) {                                         \
+              sw = w_; so = o_; sj = j_;                                             \
+            }                                                                        \
+          }                                                                          \
+        }                                                                            \
+      } else if (w_ <= bw) {                                                         \
         int o_ = orig[j_];                                                           \
         if (w_ < bw || o_ < bo) { bw = w_; bo = o_; bj = j_; }                       \
       }                                                                              \
@@ -159,7 +202,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   // two components are left, but costs nothing)
   bool go = nl > 1 && (FIRST || nodes[0].label != C);
   while (go) {
-    T rr = bw;
+    T rr = SECOND ? sw : bw;  // the last candidate kept
     if (!FIRST) {
       T rc = FT<T>::radius(__ldcg(&best[C]));
       if (rc < rr) rr = rc;
@@ -194,13 +237,17 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
         degR = degenerate<T, D>(nd);
       }
     }
-    if (bw < rr) rr = bw;
+    // the leaves just tested may have lowered the last candidate's distance
+    if (SECOND ? sw < rr : bw < rr) rr = SECOND ? sw : bw;
     if (goL && dL > rr) { goL = false; if (dL < pruned) pruned = dL; }
     if (goR && dR > rr) { goR = false; if (dR < pruned) pruned = dR; }
     // (a degenerate subtree's first point has its smallest row: equal
-    // points are in input-row order)
-    if (goL) goL = !(dL == bw && degL && orig[leaf_of(tab, cf).first] > bo);
-    if (goR) goR = !(dR == bw && degR && orig[leaf_of(tab, g + 1).first] > bo);
+    // points are in input-row order; SECOND: behind the runner-up, which
+    // itself is not behind the first)
+    const T tw = SECOND ? sw : bw;
+    const int to = SECOND ? so : bo;
+    if (goL) goL = !(dL == tw && degL && orig[leaf_of(tab, cf).first] > to);
+    if (goR) goR = !(dR == tw && degR && orig[leaf_of(tab, g + 1).first] > to);
     if (goL && goR) {
       if (dL <= dR) {  // nearer first, ties to the left
         StackEntry<T> e; e.f = degR ? ~(g + 1) : (g + 1); e.l = cl; e.split = sR; e.d = dR;
@@ -222,7 +269,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
         bool deg = e.f < 0;
         int f = deg ? ~e.f : e.f;
         if (e.d > rr) { if (e.d < pruned) pruned = e.d; continue; }
-        if (e.d == bw && deg && orig[leaf_of(tab, f).first] > bo) continue;
+        if (e.d == tw && deg && orig[leaf_of(tab, f).first] > to) continue;
         cf = f; cl = e.l; cs = e.split;
         go = true;
         break;
@@ -240,6 +287,7 @@ k_search(const Pt<T, D>* __restrict__ P, const Node<T, D>* __restrict__ nodes,
   // edge (bw <= final radius) is certified: pruned subtrees were beyond
   // min(radius, bw) of their time, and both only shrink.
   // (certified: the lower bound is bw itself, implied by the candidate)
+  if (SECOND) second[i] = (sj >= 0 && sw < pruned) ? sj : -1;
   if (bj >= 0 && bw < pruned) {
     clw[i] = ~(typename CL<T>::word)bj;
     if (!FIRST) {
