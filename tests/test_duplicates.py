@@ -54,7 +54,10 @@ def run(request, monkeypatch):
 def crowded_on(request, monkeypatch):
     """Both ways of handling the crowded points (``HOST_ROWS``): with numpy on
     the host (a few of them, the default here) and with the kernel set's
-    arrays (many)."""
+    arrays (many).  Only clouds with a code cell holding distinct points
+    reach them (``set_aside``); clouds whose copies fill pure runs (the
+    lattices, the tracks here) are marked and compacted in two passes
+    (``test_pure_runs_skip_the_general_grouping``)."""
     if request.param == "device":
         monkeypatch.setattr(duplicates_module, "HOST_ROWS", 0)
     return request.param
@@ -101,7 +104,7 @@ def _tracks(n, seed, dtype=np.float64):
 # the clouds of the task
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-def test_lattice_two_points_per_site(run, crowded_on, dtype):
+def test_lattice_two_points_per_site(run, dtype):
     pts = _lattice(30, 2, 1800, 0, dtype)  # 900 sites, ~2 points each
     tree = _check(run, pts, integer=True)
     n_distinct = np.unique(pts, axis=0).shape[0]
@@ -118,7 +121,7 @@ def test_lattice_3d_duplicates_far_from_origin(run):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-def test_quantised_tracks(run, crowded_on, dtype):
+def test_quantised_tracks(run, dtype):
     pts = _tracks(2400, 2, dtype)
     assert np.unique(pts, axis=0).shape[0] < 0.8 * len(pts)  # many duplicates
     _check(run, pts)
@@ -154,7 +157,7 @@ def test_few_copies_collapsed_or_not(run):
     assert tree.components[1] != 997
 
 
-def test_periodic_box(run, crowded_on):
+def test_periodic_box(run):
     """In a box only equal values are duplicates: 0 and near L are distinct
     points, one grid step apart across the face."""
     rng = np.random.default_rng(6)
@@ -170,7 +173,7 @@ def test_periodic_box(run, crowded_on):
     assert edge_set(tree.source, tree.target) == kruskal_tie_ordered((diff * diff).sum(axis=2))
 
 
-def test_negative_zero_is_zero(run, crowded_on):
+def test_negative_zero_is_zero(run):
     """-0.0 and 0.0 are equal values at distance 0: one group."""
     pts = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, -0.0], [1.0, 1.0], [-0.0, 0.0],
                     [2.0, 2.0], [-0.0, -0.0]] * 40)
@@ -199,7 +202,7 @@ def test_copies_in_other_dimensions(run, d):
     _check(run, pts, integer=True)
 
 
-def test_row_permutations(run, crowded_on):
+def test_row_permutations(run):
     """Every order of the rows gives the tree of the strict order on that
     order's rows (the same total), collapsed or not."""
     base = _lattice(10, 2, 600, 9, np.float32)
