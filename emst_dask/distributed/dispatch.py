@@ -22,7 +22,7 @@ import logging
 import time
 from collections import deque
 
-from ..errors import WorkerLost, WorkersPaused
+from ..errors import InputError, WorkerLost, WorkersPaused
 from .client import no_workers_timeout, pick_worker, scheduler_workers, workers_of
 from .faults import NOT_LOST, workers_died
 from .paused import PauseWatch
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 #: seconds between two looks at whether the running jobs' workers are alive
 WATCH_S = 1.0
+
+#: seconds a submission that failed on a connection waits for the scheduler
+#: to see its worker leave (a SIGKILLed worker's stream breaks at once)
+GONE_S = 10.0
 
 
 def allowed_failures() -> int:
@@ -84,7 +88,16 @@ def one_per_worker(cl, jobs, submit, finish, orphaned, gave_up, names=None):
                     break
                 if w not in busy:
                     job = pending.popleft()
-                    fut = submit(job, w)
+                    try:
+                        fut = submit_to(cl, lambda w: submit(job, w), w)
+                    except WorkerGone:  # died while its input was sent
+                        deaths[job] = deaths.get(job, 0) + 1
+                        if deaths[job] > allowed:
+                            gave_up(job, w, deaths[job], allowed)
+                        else:
+                            orphaned(job, w, deaths[job])
+                            pending.appendleft(job)
+                        continue
                     running[fut] = (job, w)
                     ac.add(fut)
             for fut in _finished(ac):
@@ -145,6 +158,31 @@ def wait_for_a_worker(cl, waiting, out=None):
 
 class WorkerGone(Exception):
     """The worker a watched job was pinned to left the cluster."""
+
+
+def submit_to(cl, submit, worker):
+    """``submit(worker)``; ``WorkerGone`` when it failed because ``worker``
+    left the cluster meanwhile.
+
+    Submitting scatters a job's in-memory input to its worker: a worker
+    killed between being picked and receiving it breaks the scheduler's
+    connection (``CommClosedError``), is gone when the scheduler records
+    where the data went (``KeyError``), or, once removed, leaves no valid
+    worker to scatter to (``TimeoutError``).  An error is the worker's death
+    only if the scheduler sees the worker gone within ``GONE_S``; any other
+    error is the caller's.
+    """
+    try:
+        return submit(worker)
+    except (InputError, WorkersPaused):  # the user's, or a verdict already
+        raise
+    except Exception:
+        deadline = time.monotonic() + GONE_S
+        while worker in scheduler_workers(cl):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+        raise WorkerGone(worker) from None
 
 
 def watch(cl, fut, worker, deadline=None, name="job", out=None):
@@ -238,8 +276,9 @@ def run_watched(cl, spec, submit, deadline=None, out=None):
         worker = pick_worker(cl)
         if worker is None:  # left between the two questions
             continue
-        fut = submit(worker)
+        fut = None
         try:
+            fut = submit_to(cl, submit, worker)
             return watch(cl, fut, worker, deadline, name, out)
         except WorkerGone:
             deaths += 1
@@ -249,9 +288,10 @@ def run_watched(cl, spec, submit, deadline=None, out=None):
                         name, worker, deaths)
             spec.attempt += 1
         except BaseException:
-            fut.cancel()
+            if fut is not None:
+                fut.cancel()
             raise
 
 
 __all__ = ["WATCH_S", "WorkerGone", "allowed_failures", "one_per_worker", "run_watched",
-           "wait_for_a_worker", "watch"]
+           "submit_to", "wait_for_a_worker", "watch"]

@@ -42,7 +42,7 @@ from ..partitioned.edges import Edges
 from ..partitioned.report import PartitionReport
 from ..partitioned.sizing import auto_partitions, bound_partitions, check_partitions
 from .device_exchange import read_on_device
-from .dispatch import WATCH_S, WorkerGone, allowed_failures, wait_for_a_worker
+from .dispatch import WATCH_S, WorkerGone, allowed_failures, submit_to, wait_for_a_worker
 from .nccl import EXCHANGE_KEY, ExchangeFailed
 from .paused import PauseWatch, scatter
 from .faults import (Refused, input_lost, leave_temporaries, lost_error, refusing, unwrap,
@@ -191,8 +191,9 @@ def read_blocks(client, src, workers: list, P: int, token: str) -> list:
         futs = []
         for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             w = workers[i % len(workers)]
-            data = scatter(client, np.asarray(src.data[a:b]), [w], "partitioned job",
-                           hash=False)
+            # a worker killed as its rows are sent: WorkerGone, the job runs again
+            data = submit_to(client, lambda w: scatter(client, np.asarray(src.data[a:b]), [w],
+                                                       "partitioned job", hash=False), w)
             futs.append(client.submit(_task(steps.array_block), data, int(a), src.where,
                                       src.compute_dtype, key=f"emst-part-{token}-block-{i}",
                                       workers=[w], pure=False))
@@ -401,8 +402,8 @@ def emst_partitioned(source, *, client, partitions, min_samples=1, backend="auto
                 allowed = allowed_failures()
                 if reruns > allowed:
                     raise workers_died(name, reruns, allowed, str(gone), output) from None
-                log.warning("partitioned job: every worker it ran on left the cluster; "
-                            "running it again (%d)", reruns)
+                log.warning("partitioned job: its worker(s) %s left the cluster; "
+                            "running it again (%d)", gone, reruns)
                 continue
             except Exception as exc:
                 scattered = isinstance(source, ArrayPoints)
